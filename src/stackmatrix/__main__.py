@@ -1,0 +1,3 @@
+from stackmatrix.cli import main
+
+raise SystemExit(main())

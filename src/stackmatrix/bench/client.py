@@ -1,0 +1,218 @@
+"""The load generator: one asyncio streaming client for OpenAI-compatible /v1/completions.
+
+It runs in stackmatrix's own process, outside every cell, so each cell is measured
+by the same instrument on the same bytes. Times come from `time.perf_counter`.
+Definitions of every figure are in docs/bench.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from stackmatrix.bench.workload import BenchRequest
+
+log = logging.getLogger(__name__)
+
+ERROR_TEXT_LIMIT = 300
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    base_url: str
+    model: str
+    max_concurrency: int = 1
+    request_timeout_s: float = 300.0
+    ignore_eos: bool = False  # only True where the engine accepts the field
+    use_arrivals: bool = True  # False for warm-up: send as fast as concurrency allows
+    temperature: float = 0.0
+
+
+@dataclass(kw_only=True)
+class RequestRecord:
+    """What happened to one request; times in seconds from the round's start."""
+
+    index: int
+    scheduled_s: float = 0.0  # when its arrival time came
+    start_s: float = 0.0  # when it was sent (after the client's concurrency limit)
+    queue_wait_s: float = 0.0  # start_s - scheduled_s: waiting on our own limit
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    e2e_s: float | None = None
+    output_tokens: int = 0
+    output_tokens_source: str = "chunks"  # "usage" when the server reported it
+    prompt_tokens: int | None = None
+    content_chunks: int = 0
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "ok": self.ok,
+            "error": self.error,
+            "scheduled_s": round(self.scheduled_s, 6),
+            "start_s": round(self.start_s, 6),
+            "queue_wait_s": round(self.queue_wait_s, 6),
+            "ttft_s": _r(self.ttft_s),
+            "e2e_s": _r(self.e2e_s),
+            "output_tokens": self.output_tokens,
+            "output_tokens_source": self.output_tokens_source,
+            "prompt_tokens": self.prompt_tokens,
+            "content_chunks": self.content_chunks,
+            "finish_reason": self.finish_reason,
+            "itl_s": [round(x, 7) for x in self.itl_s],
+        }
+
+
+def _r(value: float | None) -> float | None:
+    return round(value, 7) if value is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundOutcome:
+    records: list[RequestRecord]
+    duration_s: float  # from the round's start until its last request finished
+
+
+class StreamError(Exception):
+    """A protocol problem in one response (bad SSE line, missing final chunk)."""
+
+
+def run_round(requests: Sequence[BenchRequest], options: ClientOptions) -> RoundOutcome:
+    """Send `requests` with the options' concurrency and arrival times; blocking."""
+    return asyncio.run(run_round_async(requests, options))
+
+
+async def run_round_async(requests: Sequence[BenchRequest], options: ClientOptions) -> RoundOutcome:
+    limit = max(1, options.max_concurrency)
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
+    # Our own asyncio.timeout bounds each request; aiohttp's total timeout is off.
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        sem = asyncio.Semaphore(limit)
+        t0 = time.perf_counter()
+        tasks = [asyncio.create_task(_one(session, sem, req, options, t0)) for req in requests]
+        records = list(await asyncio.gather(*tasks))
+        duration = time.perf_counter() - t0
+    return RoundOutcome(records=records, duration_s=duration)
+
+
+async def _one(
+    session: aiohttp.ClientSession,
+    sem: asyncio.Semaphore,
+    req: BenchRequest,
+    options: ClientOptions,
+    t0: float,
+) -> RequestRecord:
+    rec = RequestRecord(index=req.index)
+    if options.use_arrivals and req.arrival_s > 0:
+        await asyncio.sleep(max(0.0, t0 + req.arrival_s - time.perf_counter()))
+    scheduled = time.perf_counter()
+    async with sem:
+        start = time.perf_counter()
+        rec.scheduled_s, rec.start_s = scheduled - t0, start - t0
+        rec.queue_wait_s = start - scheduled
+        try:
+            async with asyncio.timeout(options.request_timeout_s):
+                await _stream(session, _payload(req, options), options, rec, start)
+        except TimeoutError:
+            rec.error = f"timed out after {options.request_timeout_s:g} s"
+        except StreamError as exc:
+            rec.error = str(exc)
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
+        rec.e2e_s = time.perf_counter() - start
+    return rec
+
+
+def _payload(req: BenchRequest, options: ClientOptions) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": options.model,
+        "prompt": req.prompt,
+        "max_tokens": req.max_tokens,
+        "temperature": options.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if options.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+async def _stream(
+    session: aiohttp.ClientSession,
+    body: dict[str, Any],
+    options: ClientOptions,
+    rec: RequestRecord,
+    start: float,
+) -> None:
+    url = options.base_url + "/v1/completions"
+    async with session.post(url, json=body) as resp:
+        if resp.status != 200:
+            text = (await resp.text(errors="replace"))[:ERROR_TEXT_LIMIT]
+            raise StreamError(f"HTTP {resp.status}: {text}")
+        last = start
+        done = False
+        async for raw in resp.content:
+            now = time.perf_counter()
+            line = raw.strip()
+            if not line or line.startswith(b":"):
+                continue  # blank separators and SSE comments (keep-alives)
+            if not line.startswith(b"data:"):
+                raise StreamError(f"malformed SSE line: {line[:80]!r}")
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            last = _chunk(data, rec, start, last, now)
+            done = done or rec.finish_reason is not None
+        if not done:
+            raise StreamError(
+                "the stream ended before its final chunk (no finish_reason, no [DONE]): "
+                "the server dropped the connection"
+            )
+    if rec.output_tokens_source != "usage":
+        rec.output_tokens = rec.content_chunks
+
+
+def _chunk(data: bytes, rec: RequestRecord, start: float, last: float, now: float) -> float:
+    """Account one SSE event; returns the time of the latest content chunk."""
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise StreamError(f"malformed SSE data (not JSON): {data[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise StreamError(f"malformed SSE data (not an object): {data[:80]!r}")
+    if "error" in obj:
+        raise StreamError(f"server error in stream: {str(obj['error'])[:ERROR_TEXT_LIMIT]}")
+    choices = obj.get("choices") or []
+    if choices:
+        choice = choices[0]
+        if choice.get("text"):
+            if rec.ttft_s is None:
+                rec.ttft_s = now - start
+            else:
+                rec.itl_s.append(now - last)
+            rec.content_chunks += 1
+            last = now
+        if choice.get("finish_reason"):
+            rec.finish_reason = str(choice["finish_reason"])
+    usage = obj.get("usage")
+    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+        rec.output_tokens = int(usage["completion_tokens"])
+        rec.output_tokens_source = "usage"
+        if usage.get("prompt_tokens") is not None:
+            rec.prompt_tokens = int(usage["prompt_tokens"])
+    return last

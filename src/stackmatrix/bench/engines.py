@@ -1,0 +1,261 @@
+"""Engine adapters: how to launch a server, when it is ready, what it really runs with.
+
+Every engine is measured through its OpenAI-compatible `/v1/completions`; what
+differs is the launch argv, the readiness probe and where the effective
+configuration comes from. The flat `{setting: value}` view of that configuration is
+what the report diffs between cells; the raw JSON is kept beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from stackmatrix import _proc
+from stackmatrix.bench import _http
+
+log = logging.getLogger(__name__)
+
+# Settings that change on every launch (the port we picked, runtime counters) and so
+# would show as a difference between any two cells; left out of the flat view.
+VOLATILE_KEYS = frozenset(
+    {"port", "host", "nccl_port", "dist_init_addr", "internal_states", "metrics_port"}
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectiveConfig:
+    """The configuration a server actually ran with."""
+
+    version: str | None
+    flat: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine:
+    """Base adapter; subclasses fill in the engine-specific parts."""
+
+    name: ClassVar[str] = ""
+    package: ClassVar[str | None] = None  # distribution whose version is the engine's
+    needs_gpu: ClassVar[bool] = False
+    accepts_ignore_eos: ClassVar[bool] = True
+    ready_paths: ClassVar[tuple[str, ...]] = ("/health",)
+
+    def module_argv(self, model: str, host: str, port: int) -> list[str]:
+        """What follows the interpreter: `-m module ...` with model, host and port."""
+        raise NotImplementedError
+
+    def launch_argv(
+        self, python: Sequence[str], model: str, host: str, port: int, args: Sequence[str]
+    ) -> list[str]:
+        return [*python, *self.module_argv(model, host, port), *args]
+
+    def effective_config(
+        self, base_url: str, *, launch_args: Sequence[str], env_version: str | None
+    ) -> EffectiveConfig:
+        flat = args_to_flat(launch_args)
+        raw: dict[str, Any] = {"launch_args": list(launch_args)}
+        return EffectiveConfig(version=env_version, flat=flat, raw=raw)
+
+
+class TransformersEngine(Engine):
+    """`transformers serve` (transformers 5.x; its CLI module is transformers.cli.transformers).
+
+    The model given as FORCE_MODEL is loaded before `/health` answers. It rejects
+    `ignore_eos` with 422, so that field is never sent to it.
+    """
+
+    name = "transformers"
+    package = "transformers"
+    accepts_ignore_eos = False
+    ready_paths = ("/health",)
+
+    def module_argv(self, model: str, host: str, port: int) -> list[str]:
+        return [
+            "-m",
+            "transformers.cli.transformers",
+            "serve",
+            model,
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
+
+    def effective_config(
+        self, base_url: str, *, launch_args: Sequence[str], env_version: str | None
+    ) -> EffectiveConfig:
+        # transformers serve has no endpoint describing its settings: the flags we
+        # passed and the installed version are all there is.
+        flat = {"continuous_batching": False, "attn_implementation": None, "device": "auto"}
+        flat |= args_to_flat(launch_args)
+        flat["engine_version"] = env_version
+        raw = {"launch_args": list(launch_args), "version": env_version}
+        return EffectiveConfig(version=env_version, flat=flat, raw=raw)
+
+
+class SglangEngine(Engine):
+    """`python -m sglang.launch_server`; resolved server args from /server_info."""
+
+    name = "sglang"
+    package = "sglang"
+    needs_gpu = True
+    ready_paths = ("/health_generate",)
+    info_paths: ClassVar[tuple[str, ...]] = ("/server_info", "/get_server_info")
+
+    def module_argv(self, model: str, host: str, port: int) -> list[str]:
+        return [
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model,
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
+
+    def effective_config(
+        self, base_url: str, *, launch_args: Sequence[str], env_version: str | None
+    ) -> EffectiveConfig:
+        info = first_json(base_url, self.info_paths)
+        if info is None:
+            return super().effective_config(
+                base_url, launch_args=launch_args, env_version=env_version
+            )
+        version = info.get("version") or env_version
+        return _from_info(info, version)
+
+
+class VllmEngine(Engine):
+    """`vllm serve` (via `python -m vllm.entrypoints.cli.main serve`); /health, /version."""
+
+    name = "vllm"
+    package = "vllm"
+    needs_gpu = True
+    ready_paths = ("/health",)
+
+    def module_argv(self, model: str, host: str, port: int) -> list[str]:
+        return [
+            "-m",
+            "vllm.entrypoints.cli.main",
+            "serve",
+            model,
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
+
+    def effective_config(
+        self, base_url: str, *, launch_args: Sequence[str], env_version: str | None
+    ) -> EffectiveConfig:
+        ver = _http.get_json(base_url + "/version")
+        version = str(ver["version"]) if ver and ver.get("version") else env_version
+        flat = args_to_flat(launch_args) | {"engine_version": version}
+        raw = {"version": ver, "launch_args": list(launch_args)}
+        return EffectiveConfig(version=version, flat=flat, raw=raw)
+
+
+class ExternalEngine(Engine):
+    """A server that is already running at `bench.url`; nothing is started or stopped.
+
+    It asks the endpoints the known engines have, so an external sglang still
+    reports its resolved server args.
+    """
+
+    name = "external"
+    ready_paths = ("/health", "/v1/models")
+    accepts_ignore_eos = True
+
+    def module_argv(self, model: str, host: str, port: int) -> list[str]:
+        raise TypeError("the external engine launches nothing")
+
+    def effective_config(
+        self, base_url: str, *, launch_args: Sequence[str], env_version: str | None
+    ) -> EffectiveConfig:
+        info = first_json(base_url, ("/server_info", "/get_server_info", "/version"))
+        if info is None:
+            return EffectiveConfig(version=None, flat={}, raw={})
+        return _from_info(info, info.get("version"))
+
+
+ENGINES: dict[str, type[Engine]] = {
+    e.name: e for e in (TransformersEngine, SglangEngine, VllmEngine, ExternalEngine)
+}
+
+
+def get_engine(name: str) -> Engine:
+    try:
+        return ENGINES[name]()
+    except KeyError:
+        known = ", ".join(sorted(ENGINES))
+        raise ValueError(f"unknown engine {name!r}; known engines: {known}") from None
+
+
+def _from_info(info: dict[str, Any], version: Any) -> EffectiveConfig:
+    return EffectiveConfig(version=str(version) if version else None, flat=flatten(info), raw=info)
+
+
+def first_json(base_url: str, paths: Sequence[str]) -> dict[str, Any] | None:
+    for path in paths:
+        data = _http.get_json(base_url + path, timeout_s=10.0)
+        if data is not None:
+            return data
+    return None
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested objects become dotted keys; launch-specific keys are dropped."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in VOLATILE_KEYS:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out |= flatten(value, prefix=f"{name}.")
+        else:
+            out[name] = value
+    return out
+
+
+def args_to_flat(args: Sequence[str]) -> dict[str, Any]:
+    """Engine flags as settings.
+
+    `--attn-implementation sdpa --no-compile` -> {"attn_implementation": "sdpa", "compile": False}
+    """
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            i += 1
+            continue
+        key, _, inline = arg[2:].partition("=")
+        key = key.replace("-", "_")
+        if inline:
+            out[key] = inline
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out[key] = args[i + 1]
+            i += 1
+        elif key.startswith("no_"):
+            out[key[3:]] = False
+        else:
+            out[key] = True
+        i += 1
+    return {k: v for k, v in out.items() if k not in VOLATILE_KEYS}
+
+
+def package_version(
+    python: Sequence[str], package: str, *, env: Mapping[str, str] | None = None
+) -> str | None:
+    """The installed version of `package` in the environment that `python` runs."""
+    code = f"import importlib.metadata as m; print(m.version({package!r}))"
+    result = _proc.run([*python, "-c", code], timeout=60.0, env=env)
+    if not result.ok:
+        log.debug("no version for %s: %s", package, result.tail(3))
+        return None
+    lines = result.output.strip().splitlines()
+    return lines[-1].strip() if lines else None

@@ -1,0 +1,242 @@
+"""Server lifecycle: launch, wait until ready, and tear down on every exit path.
+
+The server runs in its own session (so its process group holds exactly what we
+started); teardown sends SIGTERM then SIGKILL to that group only, then proves the
+port is free and, where nvidia-smi exists, that no process we started holds a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import _proc
+from stackmatrix.bench import _http, envfacts
+from stackmatrix.bench.engines import Engine
+from stackmatrix.envs.base import Environment
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5
+PORT_FREE_TIMEOUT_S = 15.0
+
+
+class ServerFailed(Exception):
+    """The server did not come up (or died); becomes status failed at the phase boundary."""
+
+    def __init__(self, message: str, *, code: str = "server_failed") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.server: RunningServer | None = None  # set by `launch`, for its teardown record
+
+
+@dataclass(kw_only=True)
+class Teardown:
+    """What teardown proved; recorded with the launch."""
+
+    port_free: bool = True
+    gpu_pids_left: list[int] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    returncode: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "port_free": self.port_free,
+            "gpu_pids_left": self.gpu_pids_left,
+            "pids": self.pids,
+            "returncode": self.returncode,
+        }
+
+
+@dataclass(kw_only=True)
+class RunningServer:
+    base_url: str
+    argv: tuple[str, ...]
+    launch_args: tuple[str, ...]  # the engine flags (spec + cell), for the effective config
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None  # None for an external server
+    teardown: Teardown = field(default_factory=Teardown)
+
+    def alive(self) -> bool:
+        return self.proc is None or self.proc.poll() is None
+
+    def exit_message(self) -> str:
+        rc = self.proc.poll() if self.proc is not None else None
+        return (
+            f"the server exited with code {rc} during the run; last lines of "
+            f"{self.log_path}:\n{log_tail(self.log_path)}"
+        )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, port)) == 0
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def external(
+    url: str, *, engine: Engine, log_path: Path, ready_timeout_s: float
+) -> Iterator[RunningServer]:
+    """An already-running server: wait until it answers, start and stop nothing."""
+    server = RunningServer(base_url=url.rstrip("/"), argv=(), launch_args=(), log_path=log_path)
+    wait_ready(server, engine, ready_timeout_s)
+    yield server
+
+
+@contextlib.contextmanager
+def launch(
+    *,
+    engine: Engine,
+    environment: Environment,
+    model: str,
+    args: Sequence[str],
+    log_path: Path,
+    ready_timeout_s: float,
+    gpus: bool = False,
+) -> Iterator[RunningServer]:
+    """Start the engine in `environment`, yield it once ready, always tear it down."""
+    port = free_port()
+    container = f"stackmatrix-{uuid.uuid4().hex[:12]}" if environment.backend == "docker" else None
+    argv = _argv(engine, environment, model, port, args, container, gpus)
+    server = RunningServer(
+        base_url=f"http://127.0.0.1:{port}",
+        argv=tuple(argv),
+        launch_args=tuple(args),
+        log_path=log_path,
+    )
+    server.proc = _start(argv, environment.env, log_path)
+    try:
+        wait_ready(server, engine, ready_timeout_s)
+        yield server
+    except ServerFailed as exc:
+        exc.server = server
+        raise
+    finally:
+        server.teardown = stop(server.proc, port, container)
+
+
+def _argv(
+    engine: Engine,
+    environment: Environment,
+    model: str,
+    port: int,
+    args: Sequence[str],
+    container: str | None,
+    gpus: bool,
+) -> list[str]:
+    if container is None:
+        return engine.launch_argv(environment.python, model, "127.0.0.1", port, args)
+    # Lazy: the docker backend is only needed for docker cells.
+    from stackmatrix.envs import docker
+
+    # The container shares the host's network (container_command's default), and
+    # `python` inside it is the cell's interpreter.
+    inner = engine.launch_argv(("python",), model, "127.0.0.1", port, args)
+    mounts = [(model, model)] if Path(model).is_absolute() else []
+    return docker.container_command(
+        environment, inner, name=container, port=port, mounts=mounts, gpus=gpus
+    )
+
+
+def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as fh:
+        fh.write(f"$ {' '.join(argv)}\n".encode())
+        fh.flush()
+        log.info("starting server: %s", " ".join(argv))
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+
+
+def wait_ready(server: RunningServer, engine: Engine, timeout_s: float) -> None:
+    """Poll the engine's readiness endpoints; fail early if the process exits."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if server.proc is not None and server.proc.poll() is not None:
+            raise ServerFailed(
+                f"the server exited with code {server.proc.returncode} before it was ready; "
+                f"last lines of {server.log_path}:\n{log_tail(server.log_path)}"
+            )
+        for path in engine.ready_paths:
+            status, _ = _http.get(server.base_url + path, timeout_s=5.0)
+            if status == 200:
+                return
+        if time.monotonic() >= deadline:
+            raise ServerFailed(
+                f"the server at {server.base_url} was not ready after {timeout_s:g} s "
+                f"(probed {', '.join(engine.ready_paths)}); raise bench.ready_timeout_s if "
+                f"it is still loading. Last lines of {server.log_path}:\n"
+                f"{log_tail(server.log_path)}"
+            )
+        time.sleep(POLL_S)
+
+
+def stop(proc: subprocess.Popen[bytes], port: int, container: str | None) -> Teardown:
+    """SIGTERM/SIGKILL our process group, remove our container, then prove it is gone."""
+    pids = group_pids(proc.pid)
+    _proc.kill_group(proc)
+    if container is not None:
+        from stackmatrix.envs import docker
+
+        docker.remove_container(container)
+    port_free = _wait_port_free(port)
+    left = sorted(set(envfacts.gpu_pids()) & set(pids))
+    if not port_free:
+        log.warning("port %d is still in use after the server was stopped", port)
+    if left:
+        log.warning("processes we started still hold a GPU: %s", left)
+    return Teardown(port_free=port_free, gpu_pids_left=left, pids=pids, returncode=proc.poll())
+
+
+def _wait_port_free(port: int) -> bool:
+    deadline = time.monotonic() + PORT_FREE_TIMEOUT_S
+    while port_in_use(port):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Pids whose process group is `pgid` (Linux /proc; empty elsewhere)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # After the command name: state, ppid, pgrp, ...
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return sorted(pids)

@@ -1,0 +1,225 @@
+"""The workload: generated once per run, saved with the results, replayed byte for byte.
+
+Random prompts are drawn from a fixed list of common English words with a seeded
+RNG. With byte-level BPE vocabularies (Llama, Qwen, Kimi, the tiny test model) each
+of these words, preceded by a space, is one token, so a prompt of N words is close
+to N tokens without the client loading a tokenizer. See docs/bench.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import _atomic
+from stackmatrix.errors import SpecError
+from stackmatrix.spec_model import Workload
+
+SCHEMA_VERSION = 1
+WORKLOAD_FILE = "workload.jsonl"
+
+_WORD_TEXT = """
+    the of and to in is was for on that with as by at from his her it an are were
+    be this which or had not but have they one all their has been there can who
+    would more other when will into if its some than them time only two so these
+    may first then do any like my now over such our man me even most made after
+    also did many before must through back years where much your way well down
+    should because each just those people how too little state good very make world
+    still own see men work long get here between both life being under never day
+    same another know while last might us great old year off come since against go
+    came right used take three states himself few house use during without again
+    place around however home small found thought went say part once general high
+    upon school every does got united left number course war until always away
+    something fact though water less public put think almost hand enough far took
+    head yet government system better set told nothing night end why called
+    didn find going look asked later knew point next city business give group
+    toward young days let room president side social present given several order
+    national second possible rather per face among form important often things
+    early white case john become large big need four within felt along children
+    saw best church ever least power development light thing seemed family
+    interest want members mind country area others done turned although open
+    problem god service certain kind began different door thus help sense means
+    whole matter perhaps itself york times law human line above name example
+    action company hands local show whether five history gave today either act
+    feet across taken past quite anything seen having death week experience body
+    word half really field am car words already themselves information tell
+    college shall money period held keep sure probably free seems real behind cannot
+    miss political air question making office brought whose special heard major
+"""
+WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRequest:
+    """One request of the workload, identical in every cell."""
+
+    index: int
+    prompt: str
+    input_len: int  # intended prompt length in tokens (words for random prompts)
+    max_tokens: int
+    arrival_s: float  # offset from the round's start; 0.0 when request_rate is inf
+    warmup: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "index": self.index,
+            "warmup": self.warmup,
+            "arrival_s": self.arrival_s,
+            "input_len": self.input_len,
+            "max_tokens": self.max_tokens,
+            "prompt": self.prompt,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> BenchRequest:
+        return cls(
+            index=int(raw["index"]),
+            prompt=str(raw["prompt"]),
+            input_len=int(raw["input_len"]),
+            max_tokens=int(raw["max_tokens"]),
+            arrival_s=float(raw["arrival_s"]),
+            warmup=bool(raw.get("warmup", False)),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSet:
+    """The measured requests and the warm-up requests sent before every round."""
+
+    measured: tuple[BenchRequest, ...]
+    warmup: tuple[BenchRequest, ...]
+
+    def to_jsonl(self) -> bytes:
+        lines = [json.dumps(r.to_dict(), sort_keys=True) for r in (*self.warmup, *self.measured)]
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.to_jsonl()).hexdigest()
+
+
+def generate(workload: Workload, *, spec_dir: Path | None = None) -> WorkloadSet:
+    """Build the requests that `workload` describes (deterministic for a given seed)."""
+    rng = random.Random(workload.seed)
+    if workload.kind == "file":
+        measured_specs = _file_prompts(workload, spec_dir)
+    else:
+        measured_specs = _random_prompts(workload, rng, workload.num_prompts)
+    arrivals = arrival_times(len(measured_specs), workload.request_rate, rng)
+    measured = tuple(
+        BenchRequest(index=i, prompt=p, input_len=n, max_tokens=m, arrival_s=t)
+        for i, ((p, n, m), t) in enumerate(zip(measured_specs, arrivals, strict=True))
+    )
+    warm_rng = random.Random(workload.seed + 1_000_003)
+    warm_specs = _random_prompts(workload, warm_rng, workload.warmup)
+    if workload.kind == "file" and measured_specs:
+        warm_specs = [measured_specs[i % len(measured_specs)] for i in range(workload.warmup)]
+    warmup = tuple(
+        BenchRequest(index=i, prompt=p, input_len=n, max_tokens=m, arrival_s=0.0, warmup=True)
+        for i, (p, n, m) in enumerate(warm_specs)
+    )
+    return WorkloadSet(measured=measured, warmup=warmup)
+
+
+def arrival_times(count: int, rate: float, rng: random.Random) -> list[float]:
+    """Poisson arrivals (exponential gaps) at `rate` per second; all 0.0 when inf."""
+    if math.isinf(rate) or rate <= 0:
+        return [0.0] * count
+    times, now = [], 0.0
+    for _ in range(count):
+        times.append(round(now, 6))
+        now += rng.expovariate(rate)
+    return times
+
+
+def _lengths(target: int, ratio: float, rng: random.Random) -> int:
+    low = max(1, int(target * ratio))
+    return rng.randint(low, max(low, target))
+
+
+def _random_prompts(
+    workload: Workload, rng: random.Random, count: int
+) -> list[tuple[str, int, int]]:
+    out = []
+    for _ in range(count):
+        n_in = _lengths(workload.input_len, workload.range_ratio, rng)
+        n_out = _lengths(workload.output_len, workload.range_ratio, rng)
+        prompt = " ".join(rng.choice(WORDS) for _ in range(n_in))
+        out.append((prompt, n_in, n_out))
+    return out
+
+
+def _file_prompts(workload: Workload, spec_dir: Path | None) -> list[tuple[str, int, int]]:
+    if not workload.path:
+        raise SpecError("bench.workload", ["kind = 'file' needs bench.workload.path"])
+    path = Path(workload.path)
+    if not path.is_absolute() and spec_dir is not None:
+        path = spec_dir / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(
+            str(path), [f"bench.workload.path: cannot read the prompt file: {exc}"]
+        ) from exc
+    rows = _parse_prompt_file(text, path)
+    if not rows:
+        raise SpecError(str(path), ["bench.workload.path: the file has no prompts"])
+    picked = [rows[i % len(rows)] for i in range(workload.num_prompts)]
+    return [(p, len(p.split()), m or workload.output_len) for p, m in picked]
+
+
+def _parse_prompt_file(text: str, path: Path) -> list[tuple[str, int | None]]:
+    """JSONL ({"prompt": ..., "output_len"?: N} per line) or ShareGPT JSON."""
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith("["):
+            return [_sharegpt_row(item) for item in json.loads(stripped)]
+        return [_jsonl_row(json.loads(line)) for line in text.splitlines() if line.strip()]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise SpecError(
+            str(path),
+            [
+                f"bench.workload.path: not JSONL with a 'prompt' per line nor ShareGPT "
+                f"JSON with 'conversations': {exc}"
+            ],
+        ) from exc
+
+
+def _jsonl_row(raw: dict[str, Any]) -> tuple[str, int | None]:
+    out = raw.get("output_len")
+    return str(raw["prompt"]), int(out) if out is not None else None
+
+
+def _sharegpt_row(raw: dict[str, Any]) -> tuple[str, int | None]:
+    turns = raw["conversations"]
+    return str(turns[0]["value"]), None
+
+
+def write(run_path: Path, workloads: WorkloadSet) -> str:
+    """Write RUN/workload.jsonl and return its sha256."""
+    data = workloads.to_jsonl()
+    _atomic.write_bytes(run_path / WORKLOAD_FILE, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read(run_path: Path) -> WorkloadSet:
+    """Read RUN/workload.jsonl back (the bytes every cell replays)."""
+    lines = (run_path / WORKLOAD_FILE).read_text(encoding="utf-8").splitlines()
+    reqs = [BenchRequest.from_dict(json.loads(line)) for line in lines if line.strip()]
+    return WorkloadSet(
+        measured=tuple(r for r in reqs if not r.warmup),
+        warmup=tuple(r for r in reqs if r.warmup),
+    )
+
+
+def write_requests(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """A per-request JSONL file, one schema-versioned object per line."""
+    lines = [json.dumps({"schema_version": SCHEMA_VERSION, **row}) for row in rows]
+    _atomic.write_text(path, "\n".join(lines) + ("\n" if lines else ""))

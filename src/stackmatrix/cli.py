@@ -1,0 +1,287 @@
+"""The `stackmatrix` command line. Only `main` catches StackmatrixError."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from stackmatrix import __version__
+from stackmatrix._console import Console, write_step_summary
+from stackmatrix.errors import PolicyFailure, StackmatrixError, UsageError
+from stackmatrix.pipeline import ALL_PHASES, RunOptions, default_work_dir, run_pipeline
+from stackmatrix.plan import describe_difference, github_matrix, make_plan
+from stackmatrix.spec import load_spec
+
+log = logging.getLogger("stackmatrix")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args))
+    except StackmatrixError as exc:
+        print(f"stackmatrix: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(
+            "stackmatrix: interrupted; completed work is kept, re-run with --resume",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stackmatrix", description=__doc__)
+    p.add_argument("--version", action="version", version=f"stackmatrix {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    v = sub.add_parser("validate", help="check a matrix spec and report every problem")
+    v.add_argument("spec", type=Path)
+    v.set_defaults(func=cmd_validate)
+
+    pl = sub.add_parser("plan", help="show the cells a spec expands to")
+    pl.add_argument("spec", type=Path)
+    fmt = pl.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="machine-readable plan")
+    fmt.add_argument(
+        "--github-matrix",
+        action="store_true",
+        help="the JSON a GitHub Actions strategy.matrix takes",
+    )
+    pl.add_argument(
+        "--default-runner",
+        default="ubuntu-latest",
+        help="runner label for cells without runs_on (default: %(default)s)",
+    )
+    pl.set_defaults(func=cmd_plan)
+
+    for name in ("run", *ALL_PHASES[:-1]):
+        sp = sub.add_parser(name, help="all phases" if name == "run" else f"the {name} phase")
+        _run_args(sp)
+        sp.set_defaults(func=cmd_run, phases=ALL_PHASES if name == "run" else (name,))
+
+    r = sub.add_parser("report", help="render the report of a results directory")
+    r.add_argument("results", type=Path)
+    r.add_argument("--fail-on", default="", help="incompatible,regression,failed")
+    r.add_argument("--history", type=Path, default=None, help="SQLite history file")
+    r.set_defaults(func=cmd_report)
+
+    _optional_commands(sub)
+    return p
+
+
+def _run_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("spec", type=Path)
+    sp.add_argument(
+        "--cell", action="append", default=[], metavar="ID", help="only this cell (repeatable)"
+    )
+    sp.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="results directory (default: a new one under --reports-dir)",
+    )
+    sp.add_argument("--reports-dir", type=Path, default=Path("reports"))
+    sp.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="where environments are kept (default: $STACKMATRIX_WORK_DIR or ~/.cache/stackmatrix)",
+    )
+    sp.add_argument("--jobs", type=int, default=2, help="parallel builds (default: 2)")
+    sp.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the latest run of this spec (or --output DIR)",
+    )
+    sp.add_argument("--force", action="store_true", help="bench cells even if incompatible")
+    sp.add_argument(
+        "--backend",
+        choices=("venv", "current", "docker"),
+        default=None,
+        help="override every cell's backend",
+    )
+    sp.add_argument("--order", choices=("interleaved", "sequential", "random"), default=None)
+    sp.add_argument("--fail-on", default="", help="incompatible,regression,failed")
+
+
+def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands whose implementation lives in the compat/bench/report packages."""
+    ins = sub.add_parser("inspect", help="GPU-arch and ABI facts of a wheel, .so, dir or env")
+    ins.add_argument("path", type=Path)
+    ins.add_argument("--target", action="append", default=[], metavar="sm_XY")
+    ins.add_argument("--json", action="store_true")
+    ins.set_defaults(func=cmd_inspect)
+
+    pr = sub.add_parser("probe", help="runtime facts of this interpreter (torch, CUDA, GPUs)")
+    pr.add_argument("rest", nargs=argparse.REMAINDER)
+    pr.set_defaults(func=cmd_probe)
+
+    tm = sub.add_parser("tiny-model", help="write a tiny random Llama + tokenizer (tests, CPU)")
+    tm.add_argument("rest", nargs=argparse.REMAINDER)
+    tm.set_defaults(func=cmd_tiny_model)
+
+    cal = sub.add_parser("calibrate", help="A/A noise calibration of one cell")
+    _run_args(cal)
+    cal.add_argument("--launches", type=int, default=5)
+    cal.set_defaults(func=cmd_calibrate)
+
+    mg = sub.add_parser("merge", help="merge per-cell results directories into one report")
+    mg.add_argument("pieces", type=Path, nargs="+")
+    mg.add_argument("--output", type=Path, required=True)
+    mg.add_argument("--spec", type=Path, default=None, help="the spec all pieces ran")
+    mg.add_argument("--fail-on", default="")
+    mg.set_defaults(func=cmd_merge)
+
+
+def _fail_on(text: str) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in items if x not in ("incompatible", "regression", "failed")]
+    if bad:
+        raise UsageError(f"--fail-on {','.join(bad)!r}: choose from incompatible,regression,failed")
+    return items
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    print(f"{args.spec}: valid; {len(spec.cells)} cell(s), baseline {spec.baseline}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    if args.github_matrix:
+        print(json.dumps(github_matrix(spec, args.default_runner)))
+        return 0
+    plan = make_plan(spec)
+    if args.json:
+        data = {
+            "schema_version": 1,
+            "spec": spec.name,
+            "baseline": spec.baseline,
+            "targets": list(spec.targets),
+            "cells": [pc.to_dict() for pc in plan],
+        }
+        print(json.dumps(data, indent=2))
+        return 0
+    print(
+        f"{spec.name}: {len(plan)} cell(s), baseline {spec.baseline}, "
+        f"targets {', '.join(spec.targets) or '-'}"
+    )
+    rows = [("cell", "backend", "hash", "differs from baseline")]
+    for pc in plan:
+        diff = (
+            "(baseline)"
+            if pc.is_baseline
+            else "; ".join(describe_difference(k, *v) for k, v in pc.differs.items())
+            or "(same as baseline)"
+        )
+        rows.append((pc.cell.id, pc.cell.backend, pc.short_hash, diff))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    console = Console()
+    opts = RunOptions(
+        spec=spec,
+        phases=tuple(args.phases),
+        cells=tuple(args.cell),
+        output=args.output,
+        reports_dir=args.reports_dir,
+        work_dir=args.work_dir or default_work_dir(),
+        jobs=args.jobs,
+        resume=args.resume or args.output is not None,
+        force=args.force,
+        backend=args.backend,
+        order=args.order,
+        fail_on=_fail_on(args.fail_on),
+        argv=tuple(sys.argv),
+    )
+    summary = run_pipeline(opts, console.progress)
+    console.info(f"\nresults: {summary.run_dir}")
+    for cell, phases in summary.statuses.items():
+        console.info(f"  {cell:<20} " + "  ".join(f"{k}={v}" for k, v in phases.items()))
+    md = summary.run_dir / "matrix.md"
+    if md.exists():
+        write_step_summary(md.read_text(encoding="utf-8"))
+    if summary.policy_failures:
+        raise PolicyFailure("--fail-on matched: " + "; ".join(summary.policy_failures))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from stackmatrix.report import build_report
+
+    outcome = build_report(args.results, fail_on=_fail_on(args.fail_on), history_db=args.history)
+    for path in outcome.paths:
+        print(path)
+    md = args.results / "matrix.md"
+    if md.exists():
+        write_step_summary(md.read_text(encoding="utf-8"))
+    if outcome.policy_failures:
+        raise PolicyFailure("--fail-on matched: " + "; ".join(outcome.policy_failures))
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from stackmatrix.compat.phase import inspect_path, render_text
+
+    if not args.path.exists():
+        raise UsageError(f"{args.path}: no such file or directory")
+    outcome = inspect_path(args.path, targets=args.target or ["sm_90", "sm_120"])
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "verdict": outcome.verdict,
+                    "findings": [f.to_dict() for f in outcome.findings],
+                    "data": outcome.data,
+                },
+                indent=2,
+                default=str,
+            )
+        )
+    else:
+        print(render_text(outcome))
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from stackmatrix.compat.probe import probe_main
+
+    return probe_main(list(args.rest))
+
+
+def cmd_tiny_model(args: argparse.Namespace) -> int:
+    from stackmatrix.bench.tinymodel import tiny_model_main
+
+    return tiny_model_main(list(args.rest))
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from stackmatrix.calibrate import calibrate_main
+
+    return calibrate_main(args)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from stackmatrix.merge import merge_main
+
+    return merge_main(args)

@@ -1,0 +1,206 @@
+"""The runtime probe, run by path with a cell's own interpreter.
+
+Self-contained on purpose: stackmatrix is not installed in cell environments, so
+this file imports only the standard library (and, guarded, what it probes). It
+prints one JSON object on stdout. Without a GPU it says so and runs what it can;
+it never pretends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import platform
+import re
+import sys
+import time
+import traceback
+from typing import Any
+
+SCHEMA_VERSION = 1
+MARKER = "STACKMATRIX-PROBE-JSON: "
+EXTENSION_MODULES = (
+    "sgl_kernel",
+    "flashinfer",
+    "sglang",
+    "vllm",
+    "flash_attn",
+    "deep_gemm",
+    "triton",
+    "xformers",
+    "transformers",
+)
+ENV_PREFIXES = ("CUDA_", "NCCL_", "SGLANG_", "SGL_", "FLASHINFER_", "VLLM_", "TORCH_", "PYTORCH_")
+ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "OMP_NUM_THREADS", "HF_HUB_OFFLINE", "TRITON_CACHE_DIR")
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return {"type": type(exc).__name__, "message": str(exc)[:4000]}
+
+
+def behaviour_env() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in sorted(os.environ.items()):
+        if name.startswith(ENV_PREFIXES) or name in ENV_NAMES:
+            out[name] = "<redacted>" if _SECRET.search(name) else value
+    return out
+
+
+def probe_torch() -> tuple[dict[str, Any], Any]:
+    try:
+        torch = importlib.import_module("torch")
+    except Exception as exc:
+        return {"installed": False, "error": _error(exc)}, None
+    info: dict[str, Any] = {
+        "installed": True,
+        "version": getattr(torch, "__version__", None),
+        "cuda": getattr(torch.version, "cuda", None),
+        "git_version": getattr(torch.version, "git_version", None),
+        "cxx11_abi": bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)),
+    }
+    try:
+        info["cudnn"] = torch.backends.cudnn.version()
+    except Exception as exc:
+        info["cudnn"] = None
+        info["cudnn_error"] = _error(exc)
+    try:
+        info["arch_list"] = list(torch.cuda.get_arch_list())
+    except Exception:
+        info["arch_list"] = []
+    try:
+        nccl = torch.cuda.nccl.version()
+        info["nccl"] = ".".join(str(p) for p in nccl) if isinstance(nccl, tuple) else str(nccl)
+    except Exception as exc:
+        info["nccl"] = None
+        info["nccl_error"] = _error(exc)
+    return info, torch
+
+
+def probe_devices(torch: Any) -> dict[str, Any]:
+    if torch is None:
+        return {"cuda_available": False, "reason": "torch is not installed", "devices": []}
+    try:
+        available = bool(torch.cuda.is_available())
+    except Exception as exc:
+        return {"cuda_available": False, "reason": f"torch.cuda.is_available failed: {exc}", "devices": []}
+    if not available:
+        return {"cuda_available": False, "reason": "torch.cuda.is_available() is False", "devices": []}
+    devices = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        devices.append(
+            {
+                "index": i,
+                "name": p.name,
+                "cc": f"{p.major}.{p.minor}",
+                "sm": f"sm_{p.major}{p.minor}",
+                "memory_bytes": int(p.total_memory),
+                "multiprocessors": int(p.multi_processor_count),
+            }
+        )
+    out: dict[str, Any] = {"cuda_available": True, "devices": devices}
+    try:
+        out["driver_cuda_version"] = torch._C._cuda_getDriverVersion()
+    except Exception:
+        out["driver_cuda_version"] = None
+    return out
+
+
+def smoke(torch: Any) -> dict[str, Any]:
+    """A few real kernels on device 0: a matmul, a reduction, an elementwise op."""
+    start = time.perf_counter()
+    try:
+        a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        c = (a @ b).float()
+        ref = a.float().cpu() @ b.float().cpu()
+        err = float((c.cpu() - ref).abs().max())
+        s = float(torch.arange(1000, device="cuda", dtype=torch.float32).sum())
+        torch.cuda.synchronize()
+        return {
+            "ok": err < 1.0 and s == 499500.0,
+            "matmul_max_abs_err": err,
+            "sum": s,
+            "seconds": round(time.perf_counter() - start, 4),
+        }
+    except Exception as exc:
+        return {"ok": False, "error": _error(exc)}
+
+
+def probe_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+            m = re.search(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?)", fh.read())
+            return m.group(1) if m else None
+    except OSError:
+        return None
+
+
+def probe_imports(names: list[str]) -> dict[str, Any]:
+    import importlib.util
+
+    out: dict[str, Any] = {}
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception as exc:
+            out[name] = {"installed": False, "error": _error(exc)}
+            continue
+        if spec is None:
+            out[name] = {"installed": False}
+            continue
+        start = time.perf_counter()
+        try:
+            # a module printing on import must not corrupt the JSON on stdout
+            with contextlib.redirect_stdout(sys.stderr):
+                mod = importlib.import_module(name)
+            out[name] = {
+                "installed": True,
+                "ok": True,
+                "version": getattr(mod, "__version__", None),
+                "file": getattr(mod, "__file__", None),
+                "seconds": round(time.perf_counter() - start, 3),
+            }
+        except BaseException as exc:  # SystemExit/ImportError/OSError from native code alike
+            out[name] = {
+                "installed": True,
+                "ok": False,
+                "error": _error(exc),
+                "traceback_tail": traceback.format_exc().splitlines()[-6:],
+            }
+    return out
+
+
+def main(argv: list[str]) -> int:
+    modules = list(EXTENSION_MODULES)
+    if "--modules" in argv:
+        modules = argv[argv.index("--modules") + 1].split(",")
+    torch_info, torch = probe_torch()
+    devices = probe_devices(torch)
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "python": {
+            "version": platform.python_version(),
+            "executable": sys.executable,
+            "implementation": platform.python_implementation(),
+        },
+        "platform": {"machine": platform.machine(), "system": platform.system(), "libc": list(platform.libc_ver())},
+        "torch": torch_info,
+        "gpu": devices,
+        "driver": probe_driver(),
+        "imports": probe_imports(modules),
+        "env": behaviour_env(),
+    }
+    if devices.get("cuda_available"):
+        result["smoke"] = smoke(torch)
+    else:
+        result["smoke"] = {"ok": None, "skipped": "no CUDA device: nothing was run on a GPU"}
+    sys.stdout.write(MARKER + json.dumps(result, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

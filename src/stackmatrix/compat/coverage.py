@@ -1,0 +1,152 @@
+"""Does an extension's GPU code run on a target arch: natively, through PTX JIT, or not?
+
+NVIDIA's rules (CUDA C++ Programming Guide, "Binary Compatibility", "PTX
+Compatibility", arch-specific and family-specific features):
+
+* a cubin for sm_XY runs on devices of the same major X with minor >= Y;
+* an arch-specific cubin (sm_90a) runs only on exactly that arch;
+* a family cubin (sm_100f) runs within its family: same major, minor >= Y;
+* plain PTX (compute_XY) is JIT-compiled by the driver for any arch >= XY;
+* arch-specific PTX (compute_90a) only for exactly that arch, family PTX within
+  its family.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from stackmatrix.compat import _data
+from stackmatrix.compat.fatbin import FatbinEntry
+
+Coverage = Literal["native", "ptx", "none", "n/a"]
+_RANK: dict[str, int] = {"none": 0, "ptx": 1, "native": 2}
+_ARCH_RE = re.compile(r"^(?:sm_|compute_|lto_)?(\d{2,3})([af]?)$|^(\d+)\.(\d)$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    """A device arch: sm_120 is compute capability 12.0."""
+
+    major: int
+    minor: int
+
+    @property
+    def sm(self) -> int:
+        return self.major * 10 + self.minor
+
+    @property
+    def cc(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def name(self) -> str:
+        return f"sm_{self.sm}"
+
+
+def parse_target(text: str) -> Target:
+    """"sm_120", "sm_90a", "compute_90", "120" or "12.0" -> Target; ValueError otherwise."""
+    m = _ARCH_RE.match(text.strip().lower())
+    if not m:
+        raise ValueError(
+            f"not a GPU arch: {text!r} (expected e.g. 'sm_120', 'sm_90a' or '12.0')"
+        )
+    if m.group(3):
+        return Target(major=int(m.group(3)), minor=int(m.group(4)))
+    sm = int(m.group(1))
+    return Target(major=sm // 10, minor=sm % 10)
+
+
+def entry_runs_on(entry: FatbinEntry, target: Target) -> bool:
+    major, minor = divmod(entry.sm, 10)
+    if entry.variant == "a":
+        return entry.sm == target.sm
+    if entry.kind == "ptx" and entry.variant == "":
+        return entry.sm <= target.sm
+    # plain and family cubins, family PTX: same major, equal or higher minor
+    return major == target.major and minor <= target.minor
+
+
+def judge(entries: Sequence[FatbinEntry], target: Target) -> Coverage:
+    """native / ptx / none for one file on one target; n/a when it has no GPU code."""
+    gpu = [e for e in entries if e.kind in ("cubin", "ptx")]
+    if not gpu:
+        return "n/a"
+    if any(e.kind == "cubin" and entry_runs_on(e, target) for e in gpu):
+        return "native"
+    if any(e.kind == "ptx" and entry_runs_on(e, target) for e in gpu):
+        return "ptx"
+    return "none"
+
+
+def worst(values: Iterable[Coverage]) -> Coverage:
+    """The worst coverage over several files, ignoring those without GPU code."""
+    judged = [v for v in values if v != "n/a"]
+    if not judged:
+        return "n/a"
+    return min(judged, key=lambda v: _RANK[v])
+
+
+def arch_lists(entries: Sequence[FatbinEntry]) -> dict[str, list[str]]:
+    """Distinct cubin and PTX archs, in file order (as a person reads cuobjdump)."""
+    cubins = list(dict.fromkeys(e.arch for e in entries if e.kind == "cubin"))
+    ptx = list(dict.fromkeys(e.arch for e in entries if e.kind == "ptx"))
+    return {"cubins": cubins, "ptx": ptx}
+
+
+# --- loader rules ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderVariant:
+    glob: str
+    cc: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderRule:
+    package: str
+    variants: tuple[LoaderVariant, ...]
+    source: str = ""
+
+    def variant_of(self, relpath: str) -> LoaderVariant | None:
+        """The variant that file `relpath` (relative to site-packages) belongs to."""
+        parts = PurePosixPath(relpath).parts
+        if not parts or parts[0] != self.package:
+            return None
+        inner = "/".join(parts[1:])
+        return next((v for v in self.variants if fnmatch(inner, v.glob)), None)
+
+    def selected(self, target: Target) -> LoaderVariant | None:
+        for v in self.variants:
+            if target.cc in v.cc:
+                return v
+        return next((v for v in self.variants if not v.cc), None)
+
+
+def loader_rules(raw: dict[str, Any] | None = None) -> tuple[LoaderRule, ...]:
+    data = raw if raw is not None else _data.load("loaders.toml")
+    return tuple(
+        LoaderRule(
+            package=str(item["package"]),
+            source=str(item.get("source", "")),
+            variants=tuple(
+                LoaderVariant(glob=str(v["glob"]), cc=tuple(str(c) for c in v.get("cc", [])))
+                for v in item.get("variant", [])
+            ),
+        )
+        for item in data.get("loader", [])
+    )
+
+
+def loaded_on(relpath: str, target: Target, rules: Sequence[LoaderRule]) -> bool:
+    """False when a loader rule says another file is loaded instead on `target`."""
+    for rule in rules:
+        variant = rule.variant_of(relpath)
+        if variant is not None:
+            return rule.selected(target) == variant
+    return True

@@ -1,0 +1,495 @@
+"""The `check` phase: prove a cell's stack is coherent before anything runs.
+
+Static analysis of the environment's files (inventory, shared libraries, symbols,
+CUDA majors, GPU-arch coverage, driver) plus the runtime probe, folded into one
+verdict from findings with stable codes (docs/compat.md lists every code).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from stackmatrix.compat import _data, coverage, driver, libs, probe, symbols
+from stackmatrix.compat._elffile import ELFError, is_elf
+from stackmatrix.compat.inventory import Inventory, read_inventory
+from stackmatrix.compat.render import render_text
+from stackmatrix.compat.scan import ExtensionScan, scan_extension
+from stackmatrix.envs.base import Environment
+from stackmatrix.findings import Finding, Severity
+
+log = logging.getLogger(__name__)
+
+Verdict = Literal["compatible", "warnings", "incompatible"]
+__all__ = ["CheckOutcome", "check_environment", "inspect_path", "render_text"]
+
+# libraries that wheels of the stack provide (torch, nvidia-*, their vendored copies);
+# anything else a needed closure lacks is the host's or the base image's to provide
+_STACK_LIB = re.compile(
+    r"^lib(?:c10|torch|shm|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cudnn|nccl|"
+    r"nvrtc|nvJitLink|cupti|nvToolsExt|cufile|nvshmem|cusparseLt|mscclpp)"
+)
+_SKIP_DIRS = ("nvidia/", "torch/lib/")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckOutcome:
+    verdict: Verdict
+    findings: list[Finding] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def verdict_of(findings: Sequence[Finding]) -> Verdict:
+    if any(f.severity is Severity.FAIL for f in findings):
+        return "incompatible"
+    if any(f.severity is Severity.WARN for f in findings):
+        return "warnings"
+    return "compatible"
+
+
+# --- discovery -----------------------------------------------------------------------
+
+
+def find_extensions(site_packages: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """(site-packages, file) for every ELF extension module, libraries excluded."""
+    out: list[tuple[Path, Path]] = []
+    for sp in site_packages:
+        for path in sorted(sp.rglob("*.so")):
+            rel = path.relative_to(sp).as_posix()
+            if rel.startswith(_SKIP_DIRS) or ".libs/" in rel or path.name.startswith("lib"):
+                continue
+            if path.is_file() and not path.is_symlink() and is_elf(path):
+                out.append((sp, path))
+    return out
+
+
+# --- per-extension analysis ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ExtResult:
+    scan: ExtensionScan
+    relpath: str
+    package: str | None
+    closure: libs.Closure
+    report: symbols.SymbolReport
+    versions: tuple[symbols.VersionProblem, ...]
+
+
+def _analyse(
+    sp: Path,
+    path: Path,
+    ctx: libs.SearchContext,
+    index: libs.LibraryIndex,
+    inventory: Inventory,
+    *,
+    resolve: bool,
+) -> _ExtResult:
+    scan = scan_extension(path)
+    rel = path.relative_to(sp).as_posix()
+    closure = libs.needed_closure(path, ctx, index) if resolve else libs.Closure()
+    report = (
+        symbols.check_symbols(scan.symbols, closure.resolved, closure.missing, index)
+        if resolve
+        else symbols.SymbolReport(undefined_count=sum(1 for s in scan.undefined if not s.weak))
+    )
+    versions = symbols.check_versions(scan.version_needs, closure.resolved, index) if resolve else ()
+    return _ExtResult(
+        scan=scan,
+        relpath=rel,
+        package=inventory.owner_of(rel),
+        closure=closure,
+        report=report,
+        versions=versions,
+    )
+
+
+def _ext_data(r: _ExtResult) -> dict[str, Any]:
+    arches = coverage.arch_lists(r.scan.fatbin)
+    return {
+        "path": str(r.scan.path),
+        "relpath": r.relpath,
+        "package": r.package,
+        "needed": list(r.scan.dynamic.needed),
+        "rpath": list(r.scan.dynamic.rpath),
+        "runpath": list(r.scan.dynamic.runpath),
+        "resolved": {k: str(v) for k, v in r.closure.resolved.items()},
+        "missing": sorted(r.closure.missing),
+        "undefined_count": r.report.undefined_count,
+        "unresolved": [g.to_dict() for g in r.report.groups],
+        "cxx11_abi": r.report.cxx11_abi,
+        "cubins": arches["cubins"],
+        "ptx": arches["ptx"],
+        "fatbin_entries": len(r.scan.fatbin),
+        "compressed_entries": sum(1 for e in r.scan.fatbin if e.compressed),
+        "cuda_majors": sorted(_cuda_majors_of(r)),
+    }
+
+
+def _cuda_majors_of(r: _ExtResult) -> set[int]:
+    names = set(r.scan.dynamic.needed) | set(r.closure.resolved)
+    return {m for n in names if (m := libs.cuda_major_of_soname(n)) is not None}
+
+
+# --- findings -------------------------------------------------------------------------
+
+
+def _lib_findings(r: _ExtResult, cell: str | None, host_has_driver: bool) -> list[Finding]:
+    out: list[Finding] = []
+    for name, by in sorted(r.closure.missing.items()):
+        details = {"library": name, "needed_by": str(by), "extension": r.relpath}
+        if name in libs.DRIVER_LIBS:
+            sev = Severity.WARN if host_has_driver else Severity.INFO
+            msg = (
+                f"{name} (the NVIDIA driver's library) is not on this "
+                + ("root although a driver is loaded; mount the driver libraries into it"
+                   if host_has_driver else "machine, which has no NVIDIA driver; it is provided "
+                   "by the driver on a GPU host")
+            )
+            out.append(Finding(code="SM-DRIVER-LIB-ABSENT", severity=sev, message=msg,
+                               cell=cell, subject=r.relpath, details=details))
+        elif _STACK_LIB.match(name):
+            out.append(Finding(
+                code="SM-LIB-MISSING", severity=Severity.FAIL, cell=cell, subject=r.relpath,
+                message=f"{r.relpath} needs {name}, which no package of this environment provides"
+                + _cuda_hint(name), details=details))
+        else:
+            out.append(Finding(
+                code="SM-LIB-HOST-MISSING", severity=Severity.WARN, cell=cell, subject=r.relpath,
+                message=f"{r.relpath} needs the system library {name}, which the environment's root "
+                "lacks; install it in the host or base image (e.g. libnuma1 for libnuma.so.1)",
+                details=details))
+    return out
+
+
+def _cuda_hint(name: str) -> str:
+    major = libs.cuda_major_of_soname(name)
+    if major is None:
+        return ""
+    return (f" (a CUDA {major} library: install the CUDA {major} wheels, e.g. "
+            f"nvidia-cuda-runtime-cu{major}, or use a build of this package for the CUDA major "
+            "of the rest of the stack)")
+
+
+def _symbol_findings(r: _ExtResult, cell: str | None) -> list[Finding]:
+    out: list[Finding] = []
+    checked = [g for g in r.report.groups if not g.provider_missing]
+    if checked:
+        total = sum(len(g.symbols) for g in checked)
+        causes = "; ".join(f"{len(g.symbols)} from {g.provider}: {g.cause}" for g in checked)
+        example = checked[0].symbols[0]
+        out.append(Finding(
+            code="SM-SYM-UNDEFINED", severity=Severity.FAIL, cell=cell, subject=r.relpath,
+            message=f"{r.relpath} uses {total} symbol(s) nothing in its libraries defines "
+            f"({causes}); e.g. {example}",
+            details={"groups": [g.to_dict() for g in checked]}))
+    rep = r.report
+    if rep.cxx11_abi is not None and rep.torch_cxx11_abi is not None and rep.cxx11_abi != rep.torch_cxx11_abi:
+        out.append(Finding(
+            code="SM-CXX-ABI", severity=Severity.FAIL, cell=cell, subject=r.relpath,
+            message=f"{r.relpath} is built with _GLIBCXX_USE_CXX11_ABI={int(rep.cxx11_abi)} but torch "
+            f"uses {int(rep.torch_cxx11_abi)}; install a build made for this torch",
+            details={"extension": rep.cxx11_abi, "torch": rep.torch_cxx11_abi}))
+    for p in r.versions:
+        system = bool(symbols.SYSTEM_RUNTIME.match(p.soname))
+        out.append(Finding(
+            code="SM-GLIBC" if system else "SM-SYMVER-MISSING", severity=Severity.FAIL, cell=cell,
+            subject=r.relpath,
+            message=f"{r.relpath} needs {', '.join(p.missing)} from {p.soname}, which "
+            f"{p.provided_by} does not provide"
+            + ("; use a newer base system (or a build for an older one)" if system else ""),
+            details={"soname": p.soname, "missing": list(p.missing), "provided_by": str(p.provided_by)}))
+    return out
+
+
+def _coverage(
+    results: Sequence[_ExtResult], targets: Sequence[str], rules: Sequence[coverage.LoaderRule]
+) -> tuple[dict[str, dict[str, str]], dict[str, str], dict[str, list[str]]]:
+    cov: dict[str, dict[str, str]] = {}
+    summary: dict[str, str] = {}
+    not_loaded: dict[str, list[str]] = {}
+    for text in targets:
+        target = coverage.parse_target(text)
+        per: dict[str, str] = {}
+        for r in results:
+            if not r.scan.fatbin:
+                continue
+            if not coverage.loaded_on(r.relpath, target, rules):
+                not_loaded.setdefault(text, []).append(r.relpath)
+                continue
+            per[r.relpath] = coverage.judge(r.scan.fatbin, target)
+        cov[text] = per
+        summary[text] = coverage.worst(per.values())  # type: ignore[arg-type]
+    return cov, summary, not_loaded
+
+
+def _coverage_findings(cov: dict[str, dict[str, str]], cell: str | None) -> list[Finding]:
+    out: list[Finding] = []
+    for target, per in cov.items():
+        for rel, value in sorted(per.items()):
+            if value == "none":
+                out.append(Finding(
+                    code="SM-ARCH-NONE", severity=Severity.FAIL, cell=cell, subject=rel,
+                    message=f"{rel} has no GPU code that runs on {target} (no matching cubin, no "
+                    "PTX it can JIT from); use a build that includes this arch",
+                    details={"target": target}))
+            elif value == "ptx":
+                out.append(Finding(
+                    code="SM-ARCH-PTX-ONLY", severity=Severity.WARN, cell=cell, subject=rel,
+                    message=f"{rel} runs on {target} only through PTX JIT (slow first launch, "
+                    "needs a driver at least as new as the toolkit); a build with a native "
+                    "cubin avoids it", details={"target": target}))
+    return out
+
+
+def _cuda_findings(results: Sequence[_ExtResult], inventory: Inventory, cell: str | None) -> tuple[list[int], list[Finding]]:
+    by_major: dict[int, list[str]] = {}
+    for r in results:
+        for m in _cuda_majors_of(r):
+            by_major.setdefault(m, []).append(r.relpath)
+    torch = inventory.get("torch")
+    if torch is not None and torch.cuda_major is not None:
+        by_major.setdefault(torch.cuda_major, []).insert(0, f"torch {torch.version}")
+    majors = sorted(by_major)
+    if len(majors) < 2:
+        return majors, []
+    parts = "; ".join(f"CUDA {m}: {', '.join(v[:4])}" for m, v in sorted(by_major.items()))
+    return majors, [Finding(
+        code="SM-CUDA-MIXED", severity=Severity.FAIL, cell=cell, subject="cuda",
+        message=f"one process would load {len(majors)} CUDA majors ({parts}); pick builds of "
+        "every package for one CUDA major",
+        details={"majors": {str(k): v for k, v in by_major.items()}})]
+
+
+def _known_bad(inventory: Inventory, cell: str | None) -> list[Finding]:
+    out: list[Finding] = []
+    for rule in _data.load("known_bad.toml").get("bad", []):
+        if all(_installed_matches(inventory, name, spec) for name, spec in rule["when"].items()):
+            out.append(Finding(
+                code="SM-KNOWN-BAD", severity=Severity(rule.get("severity", "fail")), cell=cell,
+                subject=rule["id"], message=" ".join(str(rule["message"]).split()),
+                details={"when": dict(rule["when"])}))
+    return out
+
+
+def _installed_matches(inventory: Inventory, name: str, spec: str) -> bool:
+    dist = inventory.get(name)
+    if dist is None:
+        return False
+    try:
+        return Version(dist.version) in SpecifierSet(spec, prereleases=True)
+    except (InvalidVersion, InvalidSpecifier):
+        return False
+
+
+def _torch_cuda(inventory: Inventory) -> str | None:
+    torch = inventory.get("torch")
+    if torch is None:
+        return None
+    version_py = torch.site_packages / "torch" / "version.py"
+    try:
+        m = re.search(r"^cuda\s*(?::\s*\S+\s*)?=\s*['\"]([\d.]+)['\"]", version_py.read_text(), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def _driver(cuda: str | None, inventory: Inventory, declared: str | None, cell: str | None) -> tuple[dict[str, Any], list[Finding]]:
+    runtime = cuda or _torch_cuda(inventory)
+    found = driver.find_driver(declared)
+    data: dict[str, Any] = {"cuda": runtime, "required_min": None, "family_min": None,
+                            "found": found.version, "source": found.source}
+    if runtime is None:
+        return data, []
+    req = driver.requirement(runtime)
+    data.update(required_min=req.toolkit_min, family_min=req.family_min)
+    judged = driver.judge_driver(req, found)
+    if judged == "too-old":
+        return data, [Finding(code="SM-DRIVER-OLD", severity=Severity.FAIL, cell=cell, subject="driver",
+                              message=f"CUDA {runtime} needs a driver >= {req.family_min} (>= {req.toolkit_min} "
+                              f"for full support); the {found.source} driver is {found.version}: upgrade it",
+                              details=req.to_dict())]
+    if judged == "minor-compat":
+        return data, [Finding(code="SM-DRIVER-MINOR-COMPAT", severity=Severity.WARN, cell=cell, subject="driver",
+                              message=f"CUDA {runtime} is built for driver >= {req.toolkit_min}; the {found.source} "
+                              f"driver {found.version} runs it only through minor-version compatibility "
+                              "(no PTX JIT); upgrade the driver", details=req.to_dict())]
+    if judged == "unknown":
+        return data, [Finding(code="SM-DRIVER-UNKNOWN", severity=Severity.INFO, cell=cell, subject="driver",
+                              message=f"no NVIDIA driver on this machine and none declared (spec `driver`); "
+                              f"CUDA {runtime} needs >= {req.toolkit_min}", details=req.to_dict())]
+    return data, []
+
+
+def _probe_findings(python: Sequence[str], log_path: Path | None, env: dict[str, str], cell: str | None) -> tuple[dict[str, Any] | None, list[Finding]]:
+    try:
+        data = probe.run_probe(python, log_path=log_path, env=env or None)
+    except probe.ProbeFailed as exc:
+        return None, [Finding(code="SM-PROBE-FAILED", severity=Severity.WARN, cell=cell, subject="probe",
+                              message=f"the runtime probe did not run: {exc}")]
+    out: list[Finding] = []
+    for name, res in sorted(data.get("imports", {}).items()):
+        if res.get("installed") and not res.get("ok"):
+            err = res.get("error", {})
+            out.append(Finding(code="SM-IMPORT-FAILED", severity=Severity.FAIL, cell=cell, subject=name,
+                               message=f"import {name} fails: {err.get('type')}: {err.get('message')}",
+                               details={"error": err}))
+    if not data.get("gpu", {}).get("cuda_available"):
+        out.append(Finding(code="SM-NO-GPU", severity=Severity.INFO, cell=cell, subject="gpu",
+                           message=f"no CUDA device ({data.get('gpu', {}).get('reason')}); GPU smoke ops not run"))
+    elif data.get("smoke", {}).get("ok") is False:
+        out.append(Finding(code="SM-SMOKE-FAILED", severity=Severity.FAIL, cell=cell, subject="gpu",
+                           message=f"small GPU ops failed: {data['smoke']}", details=data["smoke"]))
+    return data, out
+
+
+# --- entry points ----------------------------------------------------------------------
+
+
+def check_environment(
+    environment: Environment,
+    *,
+    cell_id: str | None,
+    targets: Sequence[str],
+    cuda: str | None,
+    declared_driver: str | None,
+    log_path: Path | None,
+    run_probe: bool = True,
+) -> CheckOutcome:
+    """Check one environment; every problem is a finding, never an exception."""
+    site = environment.site_packages
+    inventory = read_inventory(site)
+    ctx = libs.search_context(environment.root, site, environment.env)
+    outcome = _static_check(
+        site, inventory, ctx, cell_id=cell_id, targets=targets, resolve=True,
+        host_has_driver=driver.host_driver().version is not None,
+    )
+    findings, data = outcome.findings, outcome.data
+    drv, drv_findings = _driver(cuda, inventory, declared_driver, cell_id)
+    findings += drv_findings
+    findings += _known_bad(inventory, cell_id)
+    data["driver"] = drv
+    data["probe"] = None
+    if run_probe:
+        data["probe"], probe_findings = _probe_findings(environment.python, log_path, environment.env, cell_id)
+        findings += probe_findings
+    verdict = verdict_of(findings)
+    data["verdict"] = verdict
+    data["findings"] = [f.to_dict() for f in findings]
+    return CheckOutcome(verdict=verdict, findings=findings, data=data)
+
+
+def _static_check(
+    site: Sequence[Path],
+    inventory: Inventory,
+    ctx: libs.SearchContext,
+    *,
+    cell_id: str | None,
+    targets: Sequence[str],
+    resolve: bool,
+    host_has_driver: bool,
+) -> CheckOutcome:
+    index = libs.LibraryIndex()
+    results: list[_ExtResult] = []
+    findings: list[Finding] = []
+    for sp, path in find_extensions(site):
+        try:
+            r = _analyse(sp, path, ctx, index, inventory, resolve=resolve)
+        except (OSError, ELFError, ValueError) as exc:
+            findings.append(Finding(code="SM-ELF-UNREADABLE", severity=Severity.WARN, cell=cell_id,
+                                    subject=str(path), message=f"cannot read {path}: {exc}"))
+            continue
+        results.append(r)
+        if resolve:
+            findings += _lib_findings(r, cell_id, host_has_driver)
+            findings += _symbol_findings(r, cell_id)
+    majors, cuda_findings = _cuda_findings(results, inventory, cell_id)
+    findings += cuda_findings
+    cov, summary, not_loaded = _coverage(results, targets, coverage.loader_rules())
+    findings += _coverage_findings(cov, cell_id)
+    data: dict[str, Any] = {
+        "inventory": [d.to_dict() for d in inventory.distributions],
+        "cuda_majors": majors,
+        "extensions": [_ext_data(r) for r in results],
+        "coverage": cov,
+        "target_summary": summary,
+        "not_loaded": not_loaded,
+        "targets": list(targets),
+    }
+    return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
+
+
+def inspect_path(path: Path, *, targets: Sequence[str]) -> CheckOutcome:
+    """`stackmatrix inspect PATH`: a wheel, a .so, a directory or a venv, checked statically."""
+    if path.suffix == ".whl":
+        with tempfile.TemporaryDirectory(prefix="stackmatrix-whl-") as tmp:
+            _extract_wheel(path, Path(tmp))
+            return _finish(_inspect_dir(Path(tmp), targets, resolve=False), path)
+    if path.is_file():
+        with tempfile.TemporaryDirectory(prefix="stackmatrix-so-") as tmp:
+            link = Path(tmp) / path.name
+            link.symlink_to(path.resolve())
+            outcome = _inspect_files([(Path(tmp), link)], targets)
+            for ext in outcome.data["extensions"]:
+                ext["path"] = str(path)
+            return _finish(outcome, path)
+    venv_site = sorted(path.glob("lib/python3*/site-packages"))
+    if (path / "pyvenv.cfg").is_file() and venv_site:
+        env = Environment(backend="venv", python=(str(path / "bin" / "python"),), prefix=path,
+                          site_packages=tuple(venv_site))
+        return _finish(check_environment(env, cell_id=None, targets=targets, cuda=None,
+                                         declared_driver=None, log_path=None, run_probe=False), path)
+    return _finish(_inspect_dir(path, targets, resolve=False), path)
+
+
+def _finish(outcome: CheckOutcome, path: Path) -> CheckOutcome:
+    data = dict(outcome.data)
+    data.setdefault("driver", None)
+    data.setdefault("probe", None)
+    data["inspected"] = str(path)
+    data["verdict"] = outcome.verdict
+    data["findings"] = [f.to_dict() for f in outcome.findings]
+    return CheckOutcome(verdict=outcome.verdict, findings=outcome.findings, data=data)
+
+
+def _inspect_dir(root: Path, targets: Sequence[str], *, resolve: bool) -> CheckOutcome:
+    inventory = read_inventory([root])
+    ctx = libs.search_context(Path("/"), [root])
+    return _static_check([root], inventory, ctx, cell_id=None, targets=targets, resolve=resolve,
+                         host_has_driver=False)
+
+
+def _inspect_files(files: list[tuple[Path, Path]], targets: Sequence[str]) -> CheckOutcome:
+    index = libs.LibraryIndex()
+    ctx = libs.search_context(Path("/"), [])
+    results = [_analyse(sp, p, ctx, index, Inventory(), resolve=False) for sp, p in files]
+    cov, summary, not_loaded = _coverage(results, targets, ())
+    findings = _coverage_findings(cov, None)
+    data: dict[str, Any] = {
+        "inventory": [], "cuda_majors": sorted({m for r in results for m in _cuda_majors_of(r)}),
+        "extensions": [_ext_data(r) for r in results], "coverage": cov,
+        "target_summary": summary, "not_loaded": not_loaded, "targets": list(targets),
+    }
+    return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
+
+
+def _extract_wheel(wheel: Path, dest: Path) -> None:
+    """Only what the checks read: ELF objects and the .dist-info metadata."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            if info.is_dir() or ".." in Path(name).parts or name.startswith("/"):
+                continue
+            wanted = name.endswith(".so") or ".so." in name or ".dist-info/" in name
+            if wanted:
+                zf.extract(info, dest)
+

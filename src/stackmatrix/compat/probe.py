@@ -1,0 +1,82 @@
+"""Run the runtime probe with an environment's own interpreter and read its JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import _proc
+
+log = logging.getLogger(__name__)
+
+SCRIPT = Path(__file__).with_name("_probe_script.py")
+MARKER = "STACKMATRIX-PROBE-JSON: "
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class ProbeFailed(RuntimeError):
+    """The probe did not produce its JSON (interpreter missing, crash, timeout)."""
+
+
+def probe_argv(python: Sequence[str], modules: Sequence[str] | None = None) -> list[str]:
+    """argv that runs the probe: its source is passed with -c so that it also works
+    where the script's host path is not visible (a container's interpreter)."""
+    argv = [*python, "-c", SCRIPT.read_text(encoding="utf-8"), "--"]
+    if modules:
+        argv += ["--modules", ",".join(modules)]
+    return argv
+
+
+def parse_output(text: str) -> dict[str, Any]:
+    for line in reversed(text.splitlines()):
+        if line.startswith(MARKER):
+            data: dict[str, Any] = json.loads(line[len(MARKER) :])
+            return data
+    raise ProbeFailed("the probe printed no result; its output ends with:\n" + "\n".join(text.splitlines()[-15:]))
+
+
+def run_probe(
+    python: Sequence[str],
+    *,
+    modules: Sequence[str] | None = None,
+    log_path: Path | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The probe JSON of the interpreter `python` (an argv prefix)."""
+    try:
+        result = _proc.run(probe_argv(python, modules), log_path=log_path, timeout=timeout, env=env)
+    except FileNotFoundError as exc:
+        raise ProbeFailed(f"cannot run {python[0]!r}: {exc}") from exc
+    if result.timed_out:
+        raise ProbeFailed(f"the probe ran past {timeout:.0f}s and was stopped")
+    if result.returncode != 0:
+        raise ProbeFailed(f"the probe exited with {result.returncode}:\n{result.tail(15)}")
+    return parse_output(result.output)
+
+
+def probe_main(argv: Sequence[str]) -> int:
+    """`stackmatrix probe [--python PY] [--modules a,b] [--out FILE]`."""
+    parser = argparse.ArgumentParser(prog="stackmatrix probe", description=probe_main.__doc__)
+    parser.add_argument("--python", default=sys.executable, help="interpreter to probe (default: this one)")
+    parser.add_argument("--modules", default=None, help="comma-separated modules to import")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON to this file")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    args = parser.parse_args(list(argv))
+    modules = args.modules.split(",") if args.modules else None
+    try:
+        data = run_probe([args.python], modules=modules, timeout=args.timeout)
+    except ProbeFailed as exc:
+        print(f"stackmatrix probe: {exc}", file=sys.stderr)
+        return 1
+    if args.out is not None:
+        from stackmatrix import _atomic
+
+        _atomic.write_json(args.out, data)
+    print(json.dumps(data, indent=2))
+    return 0

@@ -1,0 +1,37 @@
+"""Everything the checks read from one ELF extension, in one pass over one mmap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stackmatrix.compat._elffile import DynamicInfo, DynSymbol, ELFFile
+from stackmatrix.compat.fatbin import FatbinEntry, elf_fatbin_entries
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtensionScan:
+    path: Path
+    dynamic: DynamicInfo
+    symbols: tuple[DynSymbol, ...]
+    version_needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fatbin: tuple[FatbinEntry, ...] = ()
+
+    @property
+    def undefined(self) -> tuple[DynSymbol, ...]:
+        return tuple(s for s in self.symbols if not s.defined)
+
+
+def scan_extension(path: Path) -> ExtensionScan:
+    """Needed libraries, dynamic symbols, version needs and fatbin entries of `path`.
+
+    Raises ELFError / OSError for a file that is not a readable ELF object.
+    """
+    with ELFFile(path) as elf:
+        return ExtensionScan(
+            path=path,
+            dynamic=elf.dynamic(),
+            symbols=tuple(elf.dynamic_symbols()),
+            version_needs=dict(elf.version_needs().by_file),
+            fatbin=tuple(elf_fatbin_entries(elf)),
+        )

@@ -1,0 +1,1 @@
+"""Backends that make a cell's environment exist: venv (uv), current, docker."""

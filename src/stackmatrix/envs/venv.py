@@ -1,0 +1,214 @@
+"""The `venv` backend: one uv virtual environment per cell, keyed by content hash.
+
+Steps: `uv venv` with the machine's interpreter, `uv pip compile` of the pins with
+the cell's indexes into a lock (with index annotations: where each distribution
+came from), `uv pip sync` of that lock, then the installed distributions are read
+back with the environment's own interpreter. An environment whose marker says it
+was completed for the same content hash, and whose installed set still matches
+its lock, is reused.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from stackmatrix import _atomic, _proc
+from stackmatrix.envs import _uv
+from stackmatrix.envs.base import BuildOutcome, Environment, LockEntry
+from stackmatrix.envs.drift import detect_drift
+from stackmatrix.envs.lock import (
+    lock_digest,
+    lockscript_path,
+    parse_compiled,
+    parse_lockscript_output,
+)
+from stackmatrix.findings import Finding, Severity
+from stackmatrix.results import Status
+from stackmatrix.spec_model import Cell
+
+log = logging.getLogger(__name__)
+MARKER = "stackmatrix-env.json"
+STEP_TIMEOUT_S = 3600.0
+
+
+def env_dir_for(cell: Cell, work_dir: Path, content_hash: str) -> Path:
+    return work_dir / "envs" / f"{cell.id}-{content_hash[:12]}"
+
+
+def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
+          content_hash: str) -> BuildOutcome:  # fmt: skip
+    uv = _uv.uv_binary()
+    if uv is None:
+        return _failed("tool_missing", "uv is not on PATH; install it with `pip install uv`")
+    env_dir = env_dir_for(cell, work_dir, content_hash)
+    with _locked(env_dir.with_suffix(".lock")):
+        reused = _try_reuse(cell, env_dir, content_hash, log_path)
+        if reused is not None:
+            return reused
+        return _fresh_build(uv, cell, spec_dir, env_dir, log_path, content_hash)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Two runs building the same environment at once would corrupt it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _python(env_dir: Path) -> Path:
+    return env_dir / "bin" / "python"
+
+
+def _environment(cell: Cell, env_dir: Path) -> Environment:
+    site = sorted((env_dir / "lib").glob("python3*/site-packages"))
+    return Environment(
+        backend="venv",
+        python=(str(_python(env_dir)),),
+        prefix=env_dir,
+        site_packages=tuple(site),
+        env=dict(cell.env),
+    )
+
+
+def _try_reuse(cell: Cell, env_dir: Path, content_hash: str, log_path: Path) -> BuildOutcome | None:
+    marker = env_dir / MARKER
+    if not marker.is_file():
+        return None
+    try:
+        saved = json.loads(marker.read_text())
+    except ValueError:
+        return None
+    if saved.get("content_hash") != content_hash:
+        return None
+    lock = _read_installed(cell, env_dir, log_path, saved.get("compiled", {}))
+    if isinstance(lock, str) or lock_digest(lock) != saved.get("lock_digest"):
+        log.info("%s: environment %s no longer verifies; rebuilding", cell.id, env_dir)
+        return None
+    _log(log_path, f"reused {env_dir}: content hash {content_hash[:12]} unchanged, lock verified")
+    return BuildOutcome(
+        status=Status.OK,
+        environment=_environment(cell, env_dir),
+        message=f"reused existing environment {env_dir} (unchanged, verified)",
+        lock=tuple(lock),
+        findings=tuple(detect_drift(cell, lock)),
+        reused=True,
+        data={"env_dir": str(env_dir), "timings": {}},
+    )
+
+
+def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: Path,
+                 content_hash: str) -> BuildOutcome:  # fmt: skip
+    if env_dir.exists():
+        shutil.rmtree(env_dir)  # a partial or stale environment of ours, same hash key
+    env_dir.mkdir(parents=True)
+    ca = _uv.combined_ca_bundle(cell, spec_dir, env_dir / "ca-bundle.pem")
+    env = _uv.uv_env(ca)
+    timings: dict[str, float] = {}
+
+    def step(name: str, argv: list[str]) -> _proc.ProcResult:
+        result = _proc.run(argv, log_path=log_path, timeout=STEP_TIMEOUT_S, env=env)
+        timings[name] = round(result.duration_s, 3)
+        return result
+
+    created = step("venv", [uv, "venv", "--python", cell.python, str(env_dir)])
+    if not created.ok:
+        return _failed("python_missing", f"uv could not create a Python {cell.python} "
+                       f"environment:\n{created.tail(8)}", timings)  # fmt: skip
+    compiled: dict[str, tuple[str, str]] = {}
+    if cell.pins:
+        req_in = env_dir / "requirements.in"
+        req_in.write_text("".join(f"{p}\n" for p in cell.pins))
+        lock_txt = env_dir / "lock.txt"
+        py = ["--python", str(_python(env_dir))]
+        idx = _uv.index_args(cell, spec_dir)
+        resolved = step("resolve", [uv, "pip", "compile", str(req_in), "-o", str(lock_txt),
+                                    "--emit-index-annotation", *py, *idx])  # fmt: skip
+        if not resolved.ok:
+            return _resolve_failed(cell, resolved, timings)
+        compiled = parse_compiled(lock_txt.read_text())
+        synced = step("install", [uv, "pip", "sync", str(lock_txt), *py, *idx])
+        if not synced.ok:
+            return _resolve_failed(cell, synced, timings, what="install")
+    lock = _read_installed(cell, env_dir, log_path, compiled)
+    if isinstance(lock, str):
+        return _failed("inventory_failed", lock, timings)
+    _atomic.write_json(env_dir / MARKER, {
+        "schema_version": 1, "content_hash": content_hash, "lock_digest": lock_digest(lock),
+        "compiled": compiled, "created": time.time(),
+    })  # fmt: skip
+    return BuildOutcome(
+        status=Status.OK,
+        environment=_environment(cell, env_dir),
+        message=f"built {env_dir} ({len(lock)} distributions)",
+        lock=tuple(lock),
+        findings=tuple(detect_drift(cell, lock)),
+        data={"env_dir": str(env_dir), "timings": timings},
+    )
+
+
+def _read_installed(cell: Cell, env_dir: Path, log_path: Path,
+                    compiled: dict[str, tuple[str, str]]) -> list[LockEntry] | str:  # fmt: skip
+    py = _python(env_dir)
+    if not py.exists():
+        return f"{py} does not exist"
+    result = _proc.run([str(py), str(lockscript_path())], timeout=120)
+    if not result.ok:
+        _log(log_path, result.output)
+        return f"listing the installed distributions failed:\n{result.tail(8)}"
+    compiled = {k: (v[0], v[1]) for k, v in compiled.items()}
+    return parse_lockscript_output(result.output, cell, compiled)
+
+
+def _resolve_failed(cell: Cell, result: _proc.ProcResult, timings: dict[str, float],
+                    what: str = "resolution") -> BuildOutcome:  # fmt: skip
+    index = _uv.unreachable_index(result.output, cell)
+    if index is not None:
+        finding = Finding(
+            code="SM-INDEX-UNREACHABLE",
+            severity=Severity.FAIL,
+            cell=cell.id,
+            subject=index,
+            message=f"the package index {index} cannot be reached from this machine, so "
+            f"the cell cannot be built here; run it where that index is reachable, or "
+            f"mirror its wheels and point find_links at the mirror",
+        )
+        return _failed("index_unreachable", finding.message, timings, (finding,))
+    code = "resolution_failed" if what == "resolution" else "install_failed"
+    finding = Finding(
+        code="SM-RESOLVE-FAILED" if what == "resolution" else "SM-INSTALL-FAILED",
+        severity=Severity.FAIL,
+        cell=cell.id,
+        subject=", ".join(cell.pins),
+        message=f"uv {what} failed for the cell's pins; the resolver said:\n{result.tail(12)}",
+    )
+    return _failed(code, finding.message, timings, (finding,))
+
+
+def _failed(code: str, message: str, timings: dict[str, float] | None = None,
+            findings: tuple[Finding, ...] = ()) -> BuildOutcome:  # fmt: skip
+    return BuildOutcome(
+        status=Status.FAILED,
+        environment=None,
+        code=code,
+        message=message,
+        findings=findings,
+        data={"timings": timings or {}},
+    )
+
+
+def _log(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(text.rstrip("\n") + "\n")

@@ -1,0 +1,52 @@
+"""One root for fatal errors; each subclass carries the process exit code.
+
+Only `stackmatrix.cli.main` catches these. Everything that is a *result* (a cell
+that failed to build, a server that died) is recorded as a status instead.
+"""
+
+from __future__ import annotations
+
+
+class StackmatrixError(Exception):
+    """A fatal error: the command cannot go on."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(StackmatrixError):
+    """Bad command-line usage (unknown cell, missing file...)."""
+
+    exit_code = 2
+
+
+class SpecError(StackmatrixError):
+    """The matrix spec is invalid; `problems` lists every problem found."""
+
+    exit_code = 2
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{path}: {len(problems)} problem(s) in the matrix spec:\n{lines}")
+        self.problems = problems
+
+
+class ResultsError(StackmatrixError):
+    """A results directory is missing, corrupt, or inconsistent."""
+
+    exit_code = 3
+
+
+class ToolMissingError(StackmatrixError):
+    """An external tool the command needs (uv, docker...) is not installed."""
+
+    exit_code = 4
+
+
+class PolicyFailure(StackmatrixError):
+    """The report's --fail-on policy matched (incompatible cell, regression...)."""
+
+    exit_code = 5

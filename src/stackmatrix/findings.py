@@ -1,0 +1,59 @@
+"""Findings: machine-readable facts about a cell that a person can act on."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(enum.StrEnum):
+    FAIL = "fail"
+    WARN = "warn"
+    INFO = "info"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One fact about a cell.
+
+    `code` is stable (e.g. ``"SM-LIB-MISSING"``) so CI and reports can key on it;
+    `subject` is the file, package or setting concerned; `message` is the sentence
+    a person reads, saying what to do.
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    cell: str | None = None
+    subject: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "cell": self.cell,
+            "subject": self.subject,
+            "message": self.message,
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            code=str(data["code"]),
+            severity=Severity(data["severity"]),
+            message=str(data["message"]),
+            cell=data.get("cell"),
+            subject=data.get("subject"),
+            details=dict(data.get("details") or {}),
+        )
+
+
+def worst(findings: list[Finding]) -> Severity | None:
+    """The most severe level among `findings` (None when there are none)."""
+    for level in (Severity.FAIL, Severity.WARN, Severity.INFO):
+        if any(f.severity is level for f in findings):
+            return level
+    return None

@@ -1,0 +1,543 @@
+"""The run pipeline: spec -> plan -> build -> check -> bench -> report.
+
+Each phase reads what the one before it wrote in the results directory. A failed
+cell is a result, never the end of the run; exceptions from a phase become a
+`failed` status here, at this one boundary. Re-running resumes: a phase whose
+inputs hash is unchanged and whose result is complete is not redone.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import logging
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import __version__, _atomic, _proc
+from stackmatrix.envs.base import BuildOutcome, Environment
+from stackmatrix.envs.lock import lock_digest
+from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
+from stackmatrix.plan import PlannedCell, make_plan
+from stackmatrix.results import CellDir, PhaseResult, RunDir, Status, now_iso
+from stackmatrix.spec_model import Spec
+
+log = logging.getLogger(__name__)
+ALL_PHASES = ("build", "check", "bench", "report")
+Progress = Callable[[str, str, str], None]  # (phase, cell, message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    spec: Spec
+    phases: tuple[str, ...] = ALL_PHASES
+    cells: tuple[str, ...] = ()  # empty: every cell
+    output: Path | None = None
+    reports_dir: Path = Path("reports")
+    work_dir: Path = field(default_factory=lambda: default_work_dir())
+    jobs: int = 2
+    resume: bool = False
+    force: bool = False
+    backend: str | None = None  # override every cell's backend
+    order: str | None = None
+    fail_on: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+
+
+def default_work_dir() -> Path:
+    env = os.environ.get("STACKMATRIX_WORK_DIR")
+    if env:
+        return Path(env)
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "stackmatrix"
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    statuses: dict[str, dict[str, str]]  # cell -> phase -> status
+    policy_failures: list[str] = field(default_factory=list)
+    report_paths: list[Path] = field(default_factory=list)
+
+
+def spec_digest(spec_path: Path) -> str:
+    return hashlib.sha256(spec_path.read_bytes()).hexdigest()
+
+
+def select_cells(spec: Spec, wanted: Sequence[str]) -> list[PlannedCell]:
+    plan = make_plan(spec)
+    if not wanted:
+        return plan
+    ids = [pc.cell.id for pc in plan]
+    unknown = [w for w in wanted if w not in ids]
+    if unknown:
+        import difflib
+
+        hints = []
+        for u in unknown:
+            close = difflib.get_close_matches(u, ids, n=1)
+            hints.append(f"{u!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise UsageError(f"unknown cell {', '.join(hints)}; the spec's cells are {', '.join(ids)}")
+    return [pc for pc in plan if pc.cell.id in wanted]
+
+
+def with_backend(planned: list[PlannedCell], spec: Spec, backend: str | None) -> list[PlannedCell]:
+    if backend is None:
+        return planned
+    from dataclasses import replace
+
+    from stackmatrix.plan import content_hash
+
+    spec_dir = Path(spec.path).parent
+    out = []
+    for pc in planned:
+        cell = replace(pc.cell, backend=backend)  # type: ignore[arg-type]
+        out.append(replace(pc, cell=cell, content_hash=content_hash(cell, spec_dir)))
+    return out
+
+
+# ---------------------------------------------------------------- run directory
+
+
+def open_run_dir(opts: RunOptions) -> RunDir:
+    spec_path = Path(opts.spec.path)
+    if opts.output is not None:
+        path = opts.output
+    elif opts.resume:
+        path = _latest_run(opts.reports_dir, opts.spec.name)
+    else:
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        path = opts.reports_dir / f"{opts.spec.name}-{stamp}"
+    run = RunDir(path)
+    if run.run_json.exists():
+        _check_same_spec(run, spec_path)
+    path.mkdir(parents=True, exist_ok=True)
+    return run
+
+
+def _latest_run(reports_dir: Path, name: str) -> Path:
+    runs = sorted(p for p in reports_dir.glob(f"{name}-*") if (p / "run.json").is_file())
+    if not runs:
+        raise UsageError(
+            f"--resume found no earlier run of {name!r} under {reports_dir}; "
+            "drop --resume or pass --output DIR"
+        )
+    return runs[-1]
+
+
+def _check_same_spec(run: RunDir, spec_path: Path) -> None:
+    saved = run.read_run()
+    if saved.get("spec_hash") != spec_digest(spec_path):
+        log.warning(
+            "%s was written for another version of the spec; phases whose inputs "
+            "changed will be redone",
+            run.path,
+        )
+
+
+def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -> None:
+    spec_path = Path(opts.spec.path)
+    _atomic.write_bytes(run.path / "spec.toml", spec_path.read_bytes())
+    previous = run.read_run() if run.run_json.exists() else {}
+    cells = sorted(set(previous.get("cells", [])) | {pc.cell.id for pc in planned})
+    policy = opts.spec.report
+    run.write_json(
+        "run.json",
+        {
+            "spec_name": opts.spec.name,
+            "spec_path": str(spec_path),
+            "spec_hash": spec_digest(spec_path),
+            "baseline": opts.spec.baseline,
+            "targets": list(opts.spec.targets),
+            "driver": opts.spec.driver,
+            "cells": cells,
+            "order": opts.order or opts.spec.order,
+            "order_seed": opts.spec.order_seed,
+            "created": previous.get("created", now_iso()),
+            "updated": now_iso(),
+            "stackmatrix_version": __version__,
+            "argv": list(opts.argv),
+            "report": {
+                "headline": policy.headline,
+                "confidence": policy.confidence,
+                "min_effect": policy.min_effect,
+                "fail_on": list(opts.fail_on or policy.fail_on),
+            },
+        },
+    )
+    all_planned = make_plan(opts.spec)
+    run.write_json("plan.json", {"cells": [pc.to_dict() for pc in all_planned]})
+
+
+# ---------------------------------------------------------------- phases
+
+
+def _reusable(cell_dir: CellDir, phase: str, inputs_hash: str) -> PhaseResult | None:
+    try:
+        old = cell_dir.read(phase)
+    except ResultsError:
+        return None
+    if old is not None and old.complete and old.inputs_hash == inputs_hash:
+        return old
+    return None
+
+
+def _run_phase(
+    cell_dir: CellDir, phase: str, inputs_hash: str, body: Callable[[], PhaseResult]
+) -> PhaseResult:
+    """Mark the phase interrupted, run it, and record what happened, crash or not."""
+    started = now_iso()
+    t0 = time.monotonic()
+    cell_dir.write(
+        PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.INTERRUPTED,
+            inputs_hash=inputs_hash,
+            started=started,
+            message="in progress",
+        )
+    )
+    try:
+        result = body()
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("stackmatrix."):
+            raise
+        result = PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.UNAVAILABLE,
+            inputs_hash=inputs_hash,
+            code="not_available",
+            message=f"the {phase} phase is not available in this stackmatrix version",
+        )
+    except Exception as exc:  # the one place where a phase's crash becomes a status
+        with cell_dir.log_path(phase).open("a", encoding="utf-8") as fh:
+            fh.write(traceback.format_exc())
+        result = PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.FAILED,
+            inputs_hash=inputs_hash,
+            code="internal_error",
+            message=f"{type(exc).__name__}: {exc} (traceback in {phase}.log)",
+        )
+    if _proc.interrupted():
+        # its child was stopped by Ctrl-C: whatever it returned is not a real outcome
+        result = PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.INTERRUPTED,
+            inputs_hash=inputs_hash,
+            code="interrupted",
+            message="interrupted; re-run with --resume",
+        )
+        cell_dir.write(result)
+        return result
+    result.started = started
+    result.finished = now_iso()
+    result.duration_s = time.monotonic() - t0
+    cell_dir.write(result)
+    return result
+
+
+def build_phase(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> dict[str, PhaseResult]:
+    spec_dir = Path(opts.spec.path).parent
+
+    def one(pc: PlannedCell) -> PhaseResult:
+        cell_dir = run.cell(pc.cell.id)
+        old = _reusable(cell_dir, "build", pc.content_hash) if opts.resume else None
+        if old is not None and _env_still_there(old):
+            progress("build", pc.cell.id, "already built in this run (resumed)")
+            return old
+        progress("build", pc.cell.id, f"building ({pc.cell.backend})")
+
+        def body() -> PhaseResult:
+            outcome = _backend_build(pc, spec_dir, opts.work_dir, cell_dir.log_path("build"))
+            return _build_result(pc, outcome)
+
+        result = _run_phase(cell_dir, "build", pc.content_hash, body)
+        progress("build", pc.cell.id, _describe(result))
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        futures = {pc.cell.id: pool.submit(one, pc) for pc in planned}
+        try:
+            return {cid: f.result() for cid, f in futures.items()}
+        except KeyboardInterrupt:
+            for f in futures.values():
+                f.cancel()
+            _proc.terminate_all()
+            raise
+
+
+def _env_still_there(result: PhaseResult) -> bool:
+    env = result.data.get("environment")
+    if not env:
+        return False
+    prefix = env.get("prefix")
+    return prefix is None or Path(prefix).exists()
+
+
+def _backend_build(pc: PlannedCell, spec_dir: Path, work_dir: Path, log_path: Path) -> BuildOutcome:
+    kwargs: dict[str, Any] = {
+        "spec_dir": spec_dir,
+        "work_dir": work_dir,
+        "log_path": log_path,
+        "content_hash": pc.content_hash,
+    }
+    match pc.cell.backend:
+        case "venv":
+            from stackmatrix.envs import venv
+
+            return venv.build(pc.cell, **kwargs)
+        case "current":
+            from stackmatrix.envs import current
+
+            return current.build(pc.cell, **kwargs)
+        case "docker":
+            from stackmatrix.envs import docker
+
+            return docker.build(pc.cell, **kwargs)
+    raise AssertionError(pc.cell.backend)
+
+
+def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
+    return PhaseResult(
+        phase="build",
+        cell=pc.cell.id,
+        status=outcome.status,
+        inputs_hash=pc.content_hash,
+        code=outcome.code,
+        message=outcome.message,
+        findings=list(outcome.findings),
+        data={
+            "environment": outcome.environment.to_dict() if outcome.environment else None,
+            "lock": [e.to_dict() for e in outcome.lock],
+            "lock_digest": lock_digest(outcome.lock) if outcome.lock else None,
+            "reused": outcome.reused,
+            "content_hash": pc.content_hash,
+            **outcome.data,
+        },
+    )
+
+
+def environments(run: RunDir, cell_ids: Sequence[str]) -> dict[str, Environment]:
+    out = {}
+    for cid in cell_ids:
+        result = run.cell(cid).read("build")
+        if result is not None and result.status is Status.OK and result.data.get("environment"):
+            out[cid] = Environment.from_dict(result.data["environment"])
+    return out
+
+
+def check_phase(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> dict[str, PhaseResult]:
+    envs = environments(run, [pc.cell.id for pc in planned])
+    results = {}
+    for pc in planned:
+        cell_dir = run.cell(pc.cell.id)
+        build = cell_dir.read("build")
+        inputs = _digest(
+            [
+                pc.content_hash,
+                (build.data.get("lock_digest") if build else None),
+                list(opts.spec.targets),
+                opts.spec.driver,
+                __version__,
+            ]
+        )
+        old = _reusable(cell_dir, "check", inputs) if opts.resume else None
+        if old is not None:
+            progress("check", pc.cell.id, "unchanged since the last check (resumed)")
+            results[pc.cell.id] = old
+            continue
+        env = envs.get(pc.cell.id)
+        progress("check", pc.cell.id, "checking")
+        results[pc.cell.id] = _run_phase(
+            cell_dir, "check", inputs, _bind(_check_one, pc, env, opts.spec, cell_dir, inputs)
+        )
+        progress("check", pc.cell.id, _describe(results[pc.cell.id]))
+    return results
+
+
+def _bind(fn: Callable[..., PhaseResult], *args: Any) -> Callable[[], PhaseResult]:
+    return lambda: fn(*args)
+
+
+def _check_one(
+    pc: PlannedCell, env: Environment | None, spec: Spec, cell_dir: CellDir, inputs: str
+) -> PhaseResult:
+    if env is None:
+        return PhaseResult(
+            phase="check",
+            cell=pc.cell.id,
+            inputs_hash=inputs,
+            status=Status.SKIPPED,
+            code="not_built",
+            message="no environment to check: the build phase did not succeed",
+        )
+    from stackmatrix.compat.phase import check_environment
+
+    outcome = check_environment(
+        env,
+        cell_id=pc.cell.id,
+        targets=spec.targets,
+        cuda=pc.cell.cuda,
+        declared_driver=spec.driver,
+        log_path=cell_dir.log_path("check"),
+    )
+    return PhaseResult(
+        phase="check",
+        cell=pc.cell.id,
+        inputs_hash=inputs,
+        status=Status.OK,
+        message=f"verdict: {outcome.verdict}",
+        findings=list(outcome.findings),
+        data=dict(outcome.data),
+    )
+
+
+def bench_phase(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> dict[str, PhaseResult]:
+    ids = [pc.cell.id for pc in planned]
+    if opts.spec.bench is None:
+        return _mark_all(
+            run, ids, "bench", Status.SKIPPED, "no_bench", "the spec has no [bench] section"
+        )
+    from stackmatrix.bench.phase import run_bench_phase
+
+    envs = environments(run, ids)
+    spec = opts.spec
+    if spec.bench is not None and spec.bench.model.startswith(TINY_MODEL_PREFIX):
+        try:
+            spec = _with_tiny_model(spec, opts.work_dir, envs, progress)
+        except StackmatrixError as exc:
+            return _mark_all(run, ids, "bench", Status.FAILED, "model_unavailable", exc.message)
+    return run_bench_phase(
+        spec,
+        run,
+        ids,
+        environments=envs,
+        order=opts.order or opts.spec.order,
+        force=opts.force,
+        progress=lambda cell, msg: progress("bench", cell, msg),
+    )
+
+
+TINY_MODEL_PREFIX = "stackmatrix:tiny-llama"
+
+
+def _with_tiny_model(
+    spec: Spec, work_dir: Path, envs: dict[str, Environment], progress: Progress
+) -> Spec:
+    """`model = "stackmatrix:tiny-llama"`: a tiny random Llama built locally, once per
+    work dir, by the baseline cell's own interpreter (it has torch + transformers)."""
+    from dataclasses import replace
+
+    from stackmatrix.bench.tinymodel import make_tiny_model
+
+    assert spec.bench is not None
+    order = [spec.baseline, *sorted(envs)]
+    env = next((envs[c] for c in order if c in envs and envs[c].backend != "docker"), None)
+    if env is None:
+        raise StackmatrixError(
+            "model = 'stackmatrix:tiny-llama' needs a built venv/current cell with torch and "
+            "transformers to generate the model; no cell was built"
+        )
+    dest = work_dir / "models" / "tiny-llama"
+    progress("bench", "-", f"tiny model: {dest}")
+    path = make_tiny_model(dest, python=env.python)
+    return replace(spec, bench=replace(spec.bench, model=str(path)))
+
+
+def _mark_all(
+    run: RunDir, ids: Sequence[str], phase: str, status: Status, code: str, message: str
+) -> dict[str, PhaseResult]:
+    out = {}
+    for cid in ids:
+        result = PhaseResult(
+            phase=phase,
+            cell=cid,
+            status=status,
+            inputs_hash="",
+            code=code,
+            message=message,
+            started=now_iso(),
+            finished=now_iso(),
+        )
+        run.cell(cid).write(result)
+        out[cid] = result
+    return out
+
+
+def report_phase(run: RunDir, opts: RunOptions, progress: Progress) -> tuple[list[Path], list[str]]:
+    try:
+        from stackmatrix.report import build_report
+    except ImportError:
+        progress("report", "-", "unavailable: the report phase is not in this version")
+        return [], []
+
+    fail_on = opts.fail_on or opts.spec.report.fail_on
+    outcome = build_report(
+        run.path, fail_on=fail_on, history_db=opts.reports_dir / "history.sqlite"
+    )
+    progress("report", "-", f"wrote {', '.join(p.name for p in outcome.paths)}")
+    return list(outcome.paths), list(outcome.policy_failures)
+
+
+def _describe(result: PhaseResult) -> str:
+    text = result.status.value
+    if result.code:
+        text += f" ({result.code})"
+    if result.message:
+        text += f": {result.message.splitlines()[0]}"
+    return f"{text} [{result.duration_s:.1f}s]"
+
+
+def _digest(data: Any) -> str:
+    import json
+
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- driver
+
+
+def run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
+    planned = with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)
+    run = open_run_dir(opts)
+    write_run_files(run, opts, planned)
+    progress("run", "-", f"results in {run.path}")
+    summary = RunSummary(run_dir=run.path, statuses={pc.cell.id: {} for pc in planned})
+    steps: list[tuple[str, Callable[[], dict[str, PhaseResult]]]] = [
+        ("build", lambda: build_phase(run, opts, planned, progress)),
+        ("check", lambda: check_phase(run, opts, planned, progress)),
+        ("bench", lambda: bench_phase(run, opts, planned, progress)),
+    ]
+    for name, step in steps:
+        if name not in opts.phases:
+            continue
+        for cid, result in step().items():
+            summary.statuses.setdefault(cid, {})[name] = result.status.value
+    if "report" in opts.phases:
+        summary.report_paths, summary.policy_failures = report_phase(run, opts, progress)
+    return summary
+
+
+def clean_work_dir(work_dir: Path) -> None:
+    """Remove every environment stackmatrix built (used by `stackmatrix clean`)."""
+    envs = work_dir / "envs"
+    if envs.is_dir():
+        shutil.rmtree(envs)

@@ -1,0 +1,146 @@
+"""Plan: the cells a spec expands to, each with a stable content hash.
+
+The content hash covers everything that defines a cell's environment (python,
+CUDA, backend, base image, pins, indexes, torch backend, CA bundles' contents),
+so an unchanged cell is recognised across runs and its environment reused.
+Runtime-only settings (env vars, server args) are in `run_hash` instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stackmatrix.spec_model import Cell, Spec
+
+# Bump when the way environments are built changes, so old environments are rebuilt.
+BUILDER_VERSION = 1
+ENV_FIELDS = (
+    "python", "cuda", "backend", "base_image", "pins", "index_url",
+    "extra_index_urls", "find_links", "torch_backend", "ca_certs",
+)  # fmt: skip
+RUN_FIELDS = ("env", "server_args", "gpus", "runs_on")
+
+
+def cell_definition(cell: Cell) -> dict[str, Any]:
+    """The cell as plain JSON data (what plan.json and reports show)."""
+    return {
+        "id": cell.id,
+        "python": cell.python,
+        "cuda": cell.cuda,
+        "backend": cell.backend,
+        "base_image": cell.base_image,
+        "pins": list(cell.pins),
+        "index_url": cell.index_url,
+        "extra_index_urls": list(cell.extra_index_urls),
+        "find_links": list(cell.find_links),
+        "torch_backend": cell.torch_backend,
+        "ca_certs": list(cell.ca_certs),
+        "env": dict(cell.env),
+        "server_args": list(cell.server_args),
+        "gpus": cell.gpus,
+        "runs_on": list(cell.runs_on),
+        "axes": dict(cell.axes),
+    }
+
+
+def _digest(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def content_hash(cell: Cell, spec_dir: Path | None = None) -> str:
+    d = cell_definition(cell)
+    env_part = {k: d[k] for k in ENV_FIELDS}
+    env_part["pins"] = sorted(env_part["pins"])
+    env_part["ca_certs"] = [_file_digest(c, spec_dir) for c in cell.ca_certs]
+    env_part["builder"] = BUILDER_VERSION
+    return _digest(env_part)
+
+
+def run_hash(cell: Cell) -> str:
+    d = cell_definition(cell)
+    return _digest({k: d[k] for k in RUN_FIELDS})
+
+
+def _file_digest(path: str, spec_dir: Path | None) -> str:
+    p = Path(path) if spec_dir is None else (spec_dir / path)
+    try:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError:
+        return f"missing:{path}"  # the build reports the missing file; the hash stays stable
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedCell:
+    cell: Cell
+    content_hash: str
+    run_hash: str
+    differs: dict[str, tuple[Any, Any]]  # field -> (baseline value, this cell's value)
+    is_baseline: bool
+
+    @property
+    def short_hash(self) -> str:
+        return self.content_hash[:12]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.cell.id,
+            "content_hash": self.content_hash,
+            "run_hash": self.run_hash,
+            "baseline": self.is_baseline,
+            "definition": cell_definition(self.cell),
+            "differs_from_baseline": {k: list(v) for k, v in self.differs.items()},
+        }
+
+
+def make_plan(spec: Spec) -> list[PlannedCell]:
+    spec_dir = Path(spec.path).parent
+    base = cell_definition(spec.baseline_cell)
+    planned = []
+    for cell in spec.cells:
+        d = cell_definition(cell)
+        differs = {k: (base[k], d[k]) for k in d if k not in ("id", "axes") and d[k] != base[k]}
+        planned.append(
+            PlannedCell(
+                cell=cell,
+                content_hash=content_hash(cell, spec_dir),
+                run_hash=run_hash(cell),
+                differs=differs,
+                is_baseline=cell.id == spec.baseline,
+            )
+        )
+    return planned
+
+
+def describe_difference(field: str, old: Any, new: Any) -> str:
+    """One short phrase for the plan table, e.g. 'cuda 12.8->13.0' or 'pins +x -y'."""
+    if isinstance(old, list) and isinstance(new, list):
+        added = [x for x in new if x not in old]
+        removed = [x for x in old if x not in new]
+        parts = [f"+{x}" for x in added] + [f"-{x}" for x in removed]
+        return f"{field} {' '.join(parts)}"
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        return f"{field} " + " ".join(f"{k}={new.get(k)!s}" for k in keys)
+    return f"{field} {old}->{new}"
+
+
+def github_matrix(spec: Spec, default_runner: str = "ubuntu-latest") -> dict[str, Any]:
+    """The JSON a GitHub Actions `strategy.matrix` takes: one entry per cell."""
+    include = []
+    for pc in make_plan(spec):
+        labels = list(pc.cell.runs_on) or [default_runner]
+        include.append(
+            {
+                "cell": pc.cell.id,
+                "runs-on": labels,
+                "gpus": pc.cell.gpus,
+                "content-hash": pc.short_hash,
+                "baseline": pc.is_baseline,
+            }
+        )
+    return {"include": include}

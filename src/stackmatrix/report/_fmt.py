@@ -1,0 +1,79 @@
+"""Number and text formatting shared by the renderers."""
+
+from __future__ import annotations
+
+import math
+
+from stackmatrix.report.drift import Difference
+from stackmatrix.report.stats import Comparison, Interval
+
+METRIC_LABELS = {
+    "output_throughput": "output tok/s",
+    "request_throughput": "requests/s",
+    "decode_tok_s": "decode tok/s",
+    "ttft_p99_ms": "TTFT p99 (ms)",
+    "ttft_median_ms": "TTFT median (ms)",
+    "itl_median_ms": "ITL median (ms)",
+    "tpot_median_ms": "TPOT median (ms)",
+    "e2e_median_ms": "E2E median (ms)",
+}
+
+
+def metric_label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric)
+
+
+def number(value: float | None) -> str:
+    """Three significant digits at least, never scientific for everyday magnitudes."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}" if magnitude >= 10000 else f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}" if magnitude < 10 else f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def pct(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:+.1%}"
+
+
+def interval_text(iv: Interval | None) -> str:
+    if iv is None:
+        return "—"
+    if iv.low is None or iv.high is None:
+        return number(iv.center)
+    return f"{number(iv.center)} [{number(iv.low)}, {number(iv.high)}]"
+
+
+def ratio_text(c: Comparison | None) -> str:
+    if c is None or c.ratio is None:
+        return "—"
+    if c.low is None or c.high is None:
+        return pct(c.change)
+    return f"{pct(c.change)} [{pct(c.low - 1)}, {pct(c.high - 1)}]"
+
+
+def shorten(value: str | None, limit: int = 60) -> str:
+    if value is None:
+        return "(absent)"
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def setting(d: Difference) -> str:
+    """`server:attention_backend` reads as attention_backend; packages keep their kind."""
+    kind, _, name = d.key.partition(":")
+    if kind in ("server", "log"):
+        return name
+    if kind == "cell":
+        return f"{name} (cell)"
+    return f"{kind} {name}" if name else kind
+
+
+def origin(d: Difference, limit: int = 70) -> str:
+    if d.evidence:
+        return f"{d.source}: “{shorten(d.evidence, limit)}”"
+    return d.source

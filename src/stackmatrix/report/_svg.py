@@ -1,0 +1,159 @@
+"""Inline SVG plots for matrix.html (no scripts, no network, no plotting library)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+from stackmatrix.report._fmt import number
+
+_ROW = 34
+_LEFT = 150
+_RIGHT = 30
+_TOP = 24
+_BOTTOM = 36
+WIDTH = 760
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntervalRow:
+    label: str
+    points: Sequence[float]  # one per launch (or round)
+    center: float | None
+    low: float | None
+    high: float | None
+    tone: str  # css class: base, slower, faster, same, open
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoxRow:
+    label: str
+    quantiles: dict[str, float]  # p5 p25 p50 p75 p95
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    span = high - low if high > low else abs(high) or 1.0
+    raw = span / count
+    step = 10 ** math.floor(math.log10(raw))
+    for mult in (1, 2, 2.5, 5, 10):
+        if raw <= mult * step:
+            step *= mult
+            break
+    first = math.ceil(low / step) * step
+    ticks = []
+    value = first
+    while value <= high + step * 1e-9:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+class _Scale:
+    def __init__(self, low: float, high: float) -> None:
+        pad = (high - low) * 0.08 or max(abs(high) * 0.05, 1e-9)
+        self.low, self.high = low - pad, high + pad
+
+    def x(self, value: float) -> float:
+        return _LEFT + (value - self.low) / (self.high - self.low) * (WIDTH - _LEFT - _RIGHT)
+
+
+def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(title)}" class="plot">',
+        f"<title>{escape(title)}</title>",
+    ]
+    axis_y = height - _BOTTOM + 6
+    for tick in nice_ticks(scale.low, scale.high):
+        x = scale.x(tick)
+        out.append(f'<line x1="{x:.1f}" y1="{_TOP - 8}" x2="{x:.1f}" y2="{axis_y}" class="grid"/>')
+        out.append(f'<text x="{x:.1f}" y="{axis_y + 14}" class="tick">{number(tick)}</text>')
+    out.append(
+        f'<text x="{WIDTH - _RIGHT}" y="{height - 2}" class="unit" text-anchor="end">'
+        f"{escape(unit)}</text>"
+    )
+    return out
+
+
+def interval_plot(rows: Sequence[IntervalRow], *, reference: float | None, unit: str, title: str) -> str:
+    values = [v for r in rows for v in (*r.points, r.low, r.high, r.center) if v is not None]
+    if not values:
+        return ""
+    scale = _Scale(min(values), max(values))
+    height = _TOP + _ROW * len(rows) + _BOTTOM
+    out = _frame(height, scale, unit, title)
+    if reference is not None:
+        x = scale.x(reference)
+        out.append(
+            f'<line x1="{x:.1f}" y1="{_TOP - 8}" x2="{x:.1f}" y2="{height - _BOTTOM + 6}" '
+            'class="ref"/>'
+        )
+    for i, row in enumerate(rows):
+        y = _TOP + _ROW * i + _ROW / 2
+        out.append(f'<text x="{_LEFT - 10}" y="{y + 4:.1f}" class="label">{escape(row.label)}</text>')
+        out += _interval_marks(row, scale, y)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _interval_marks(row: IntervalRow, scale: _Scale, y: float) -> list[str]:
+    out = []
+    if row.low is not None and row.high is not None:
+        x1, x2 = scale.x(row.low), scale.x(row.high)
+        out.append(
+            f'<rect x="{x1:.1f}" y="{y - 7:.1f}" width="{max(x2 - x1, 1.5):.1f}" height="14" '
+            f'rx="3" class="ci {row.tone}"><title>{number(row.low)} – {number(row.high)}</title></rect>'
+        )
+    for value in row.points:
+        out.append(f'<circle cx="{scale.x(value):.1f}" cy="{y:.1f}" r="3.2" class="pt"/>')
+    if row.center is not None:
+        x = scale.x(row.center)
+        out.append(
+            f'<line x1="{x:.1f}" y1="{y - 10:.1f}" x2="{x:.1f}" y2="{y + 10:.1f}" '
+            f'class="median {row.tone}"><title>median {number(row.center)}</title></line>'
+        )
+    return out
+
+
+def box_plot(rows: Sequence[BoxRow], *, unit: str, title: str) -> str:
+    rows = [r for r in rows if r.quantiles]
+    if not rows:
+        return ""
+    values = [r.quantiles[k] for r in rows for k in ("p5", "p95")]
+    scale = _Scale(min(values), max(values))
+    height = _TOP + _ROW * len(rows) + _BOTTOM
+    out = _frame(height, scale, unit, title)
+    for i, row in enumerate(rows):
+        y = _TOP + _ROW * i + _ROW / 2
+        q = {k: scale.x(v) for k, v in row.quantiles.items() if k.startswith("p")}
+        tip = ", ".join(f"{k} {number(v)}" for k, v in row.quantiles.items() if k.startswith("p"))
+        out += [
+            f'<text x="{_LEFT - 10}" y="{y + 4:.1f}" class="label">{escape(row.label)}</text>',
+            f'<g><title>{escape(tip)}</title>',
+            f'<line x1="{q["p5"]:.1f}" y1="{y:.1f}" x2="{q["p95"]:.1f}" y2="{y:.1f}" class="whisker"/>',
+            f'<rect x="{q["p25"]:.1f}" y="{y - 8:.1f}" width="{max(q["p75"] - q["p25"], 1.5):.1f}" '
+            'height="16" class="box"/>',
+            f'<line x1="{q["p50"]:.1f}" y1="{y - 8:.1f}" x2="{q["p50"]:.1f}" y2="{y + 8:.1f}" '
+            'class="median"/>',
+            "</g>",
+        ]
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def sparkline(values: Sequence[float], *, width: int = 80, height: int = 18) -> str:
+    if len(values) < 2:
+        return ""
+    low, high = min(values), max(values)
+    span = high - low or 1.0
+    step = width / (len(values) - 1)
+    pts = " ".join(
+        f"{i * step:.1f},{height - 2 - (v - low) / span * (height - 4):.1f}"
+        for i, v in enumerate(values)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="spark">'
+        f'<polyline points="{pts}" fill="none" stroke="currentColor" stroke-width="1.5"/></svg>'
+    )

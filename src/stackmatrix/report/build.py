@@ -1,0 +1,69 @@
+"""`build_report`: one results directory in, matrix.{md,html,json} and junit.xml out."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackmatrix import _atomic
+from stackmatrix.report import history, policy, render_html, render_junit, render_md
+from stackmatrix.report.load import load_run
+from stackmatrix.report.model import MatrixReport, build_model
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HISTORY = Path("reports") / "history.sqlite"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportOutcome:
+    markdown: Path
+    html: Path
+    json: Path
+    junit: Path
+    policy_failures: list[str]
+    summary_markdown: str  # for $GITHUB_STEP_SUMMARY: the tables without the details
+    report: MatrixReport
+
+
+def build_report(
+    run_dir: Path,
+    *,
+    fail_on: Sequence[str] = (),
+    history_db: Path | None = None,
+    compat: Path | None = None,
+) -> ReportOutcome:
+    """Write the four outputs into `run_dir` and say which --fail-on policies matched.
+
+    `history_db` is the SQLite file this report appends its cells to and reads earlier
+    runs from (None: no history). `compat` overrides the directory of the rule files.
+    """
+    report = build_model(load_run(run_dir), compat=compat)
+    if history_db is not None:
+        notes = history.record(history_db, report, run_dir)
+        report = dataclasses.replace(
+            report,
+            cells=tuple(
+                dataclasses.replace(c, history=notes.get(c.id)) for c in report.cells
+            ),
+        )
+    paths = {
+        "markdown": run_dir / "matrix.md",
+        "html": run_dir / "matrix.html",
+        "json": run_dir / "matrix.json",
+        "junit": run_dir / "junit.xml",
+    }
+    _atomic.write_text(paths["markdown"], render_md.render(report))
+    _atomic.write_text(paths["html"], render_html.render(report))
+    _atomic.write_json(paths["json"], report.to_dict())
+    _atomic.write_text(paths["junit"], render_junit.render(report))
+    log.info("report written to %s", paths["markdown"])
+    return ReportOutcome(
+        **paths,
+        policy_failures=policy.failures(report, fail_on),
+        summary_markdown=render_md.render(report, details=False),
+        report=report,
+    )

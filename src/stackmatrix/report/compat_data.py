@@ -1,0 +1,34 @@
+"""Where the compatibility knowledge kept as data lives (the repository's compat/)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from stackmatrix.errors import ResultsError
+
+_ENV = "STACKMATRIX_COMPAT_DIR"
+
+
+def compat_dir() -> Path:
+    """$STACKMATRIX_COMPAT_DIR, else compat/ at the root of this source checkout."""
+    override = os.environ.get(_ENV)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[3] / "compat"
+
+
+def load_toml(name: str, directory: Path | None = None) -> dict[str, Any]:
+    path = (directory or compat_dir()) / name
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as exc:
+        raise ResultsError(
+            f"{path} is missing: the report reads its rules from there; set {_ENV} "
+            "to the compat/ directory of a stackmatrix checkout"
+        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ResultsError(f"{path} is not valid TOML: {exc}") from exc

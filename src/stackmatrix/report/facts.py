@@ -1,0 +1,181 @@
+"""Everything recorded about one cell, flattened to `source:name -> value` facts.
+
+Sources: the resolved lock (build), the runtime probe and driver (check), the effective
+server configuration and engine version (bench), environment variables, and facts
+read from server logs. The drift module compares these between a cell and the baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from stackmatrix.report.load import CellResults
+from stackmatrix.report.logfacts import LogPattern, read_facts
+
+_SECRET = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
+_CUDA_SUFFIX = re.compile(r"-cu\d+$")
+_MAX_DEPTH = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fact:
+    key: str
+    value: str
+    source: str  # the record it comes from: "lock", "probe", "server", "env" or "log"
+    detail: str | None = None  # compared too (a package's source index), shown beside
+    evidence: str | None = None  # the log line behind a log fact
+
+
+def text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def redact(name: str, value: str) -> str:
+    """Secrets never reach a report: keep a short hash so a change still shows."""
+    if not _SECRET.search(name):
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"<redacted sha256:{digest}>"
+
+
+def package_key(name: str) -> str:
+    """nvidia-nccl-cu12 and nvidia-nccl-cu13 are the same library for a comparison."""
+    return "package:" + _CUDA_SUFFIX.sub("", canonicalize_name(name))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellFacts:
+    facts: dict[str, Fact]
+    sources: frozenset[str]  # the sources this cell recorded at all
+
+
+def collect(cell: CellResults, patterns: Sequence[LogPattern]) -> CellFacts:
+    facts: dict[str, Fact] = {}
+    sources: set[str] = set()
+    for found in (
+        _lock_facts(cell),
+        _probe_facts(cell),
+        _server_facts(cell),
+        _env_facts(cell),
+        _log_facts(cell, patterns),
+    ):
+        for fact in found:
+            sources.add(fact.source)
+            facts.setdefault(fact.key, fact)
+    return CellFacts(facts=facts, sources=frozenset(sources))
+
+
+def _lock_facts(cell: CellResults) -> list[Fact]:
+    build = cell.data("build")
+    out = [
+        Fact(
+            key=package_key(str(p["name"])),
+            value=_package_value(p),
+            source="lock",
+            detail=str(p.get("source") or "") or None,
+        )
+        for p in build.get("lock") or []
+        if isinstance(p, dict) and p.get("name")
+    ]
+    if build.get("python_version"):
+        out.append(Fact(key="python", value=str(build["python_version"]), source="lock"))
+    return out
+
+
+def _package_value(p: dict[str, Any]) -> str:
+    name, version = str(p["name"]), str(p.get("version", "?"))
+    # Keep a cuda-suffixed name visible when two spellings share one key.
+    return f"{version} ({name})" if _CUDA_SUFFIX.search(canonicalize_name(name)) else version
+
+
+def _probe_facts(cell: CellResults) -> list[Fact]:
+    check = cell.data("check")
+    out: list[Fact] = []
+    probe = check.get("probe")
+    if isinstance(probe, dict):
+        out += [
+            Fact(key=f"probe:{k}", value=v, source="probe")
+            for k, v in _flatten(probe, skip=("env",))
+        ]
+        out += _env_from(probe.get("env"))
+    driver = check.get("driver")
+    if isinstance(driver, dict):
+        out += [Fact(key=f"driver:{k}", value=v, source="probe") for k, v in _flatten(driver)]
+    return out
+
+
+def _flatten(
+    data: dict[str, Any], prefix: str = "", depth: int = 0, skip: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key, value in data.items():
+        if key in skip:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and depth < _MAX_DEPTH:
+            out += _flatten(value, f"{name}.", depth + 1)
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for i, item in enumerate(value):
+                out += _flatten(item, f"{name}[{i}].", depth + 1)
+        else:
+            out.append((name, text(value)))
+    return out
+
+
+def _server_facts(cell: CellResults) -> list[Fact]:
+    bench = cell.data("bench")
+    config = bench.get("effective_config")
+    out: list[Fact] = []
+    if isinstance(config, dict):
+        out += [
+            Fact(key=f"server:{k}", value=redact(k, text(v)), source="server")
+            for k, v in config.items()
+        ]
+    if bench.get("engine_version"):
+        engine = f"{bench.get('engine', 'engine')} {bench['engine_version']}"
+        out.append(Fact(key="engine:version", value=engine, source="server"))
+    return out
+
+
+def _env_facts(cell: CellResults) -> list[Fact]:
+    environment = cell.data("build").get("environment") or {}
+    return _env_from(environment.get("env")) + _env_from(cell.definition.get("env"))
+
+
+def _env_from(env: Any) -> list[Fact]:
+    pairs: list[tuple[str, Any]]
+    if isinstance(env, dict):
+        pairs = list(env.items())
+    elif isinstance(env, list):
+        pairs = [(str(p[0]), p[1]) for p in env if isinstance(p, list | tuple) and len(p) == 2]
+    else:
+        return []
+    return [
+        Fact(key=f"env:{name}", value=redact(name, text(value)), source="env")
+        for name, value in pairs
+    ]
+
+
+def _log_facts(cell: CellResults, patterns: Sequence[LogPattern]) -> list[Fact]:
+    found = read_facts(cell.server_logs(), patterns)
+    return [
+        Fact(key=_log_key(f.fact), value=f.value, source="log", evidence=f.evidence)
+        for f in sorted(found.values(), key=lambda f: f.fact)
+    ]
+
+
+def _log_key(fact: str) -> str:
+    # "server.X" facts stand in for a resolved server argument the engine did not
+    # report; collect() keeps the engine's own value when it has one.
+    if fact.startswith("server."):
+        return "server:" + fact.removeprefix("server.")
+    return f"log:{fact}"

@@ -1,0 +1,154 @@
+"""Read a results directory for the report, tolerating every missing or broken file.
+
+A cell that failed early has no bench.json, a corrupt file is a problem to show: the
+report says so per cell and never stops because of it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import _atomic
+from stackmatrix.errors import ResultsError
+from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResults:
+    id: str
+    path: Path
+    content_hash: str | None = None
+    definition: dict[str, Any] = field(default_factory=dict)
+    differs: dict[str, list[Any]] = field(default_factory=dict)
+    phases: dict[str, PhaseResult] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # files that exist but could not be read
+
+    def phase(self, name: str) -> PhaseResult | None:
+        return self.phases.get(name)
+
+    def data(self, name: str) -> dict[str, Any]:
+        result = self.phases.get(name)
+        return result.data if result is not None and result.status is Status.OK else {}
+
+    def launches(self, metric: str) -> list[list[float]]:
+        """Round values of `metric`, one list per launch that ran to the end."""
+        out: list[list[float]] = []
+        for launch in self.data("bench").get("launches") or []:
+            if launch.get("status", "ok") != "ok":
+                continue
+            values = [_metric(r, metric) for r in launch.get("rounds") or []]
+            out.append([v for v in values if v is not None])
+        return out
+
+    def request_files(self) -> Iterator[Path]:
+        for launch in self.data("bench").get("launches") or []:
+            for rnd in launch.get("rounds") or []:
+                name = rnd.get("requests_file")
+                if name and (self.path / name).is_file():
+                    yield self.path / name
+
+    def server_logs(self) -> list[Path]:
+        return sorted(self.path.glob("server-L*.log"))
+
+
+def _metric(round_: dict[str, Any], metric: str) -> float | None:
+    value = (round_.get("metrics") or {}).get(metric)
+    return float(value) if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResults:
+    path: Path
+    run: dict[str, Any]
+    cells: tuple[CellResults, ...]
+    spec_text: str | None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def baseline(self) -> str:
+        return str(self.run.get("baseline", ""))
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(str(t) for t in self.run.get("targets") or ())
+
+    def cell(self, cell_id: str) -> CellResults | None:
+        return next((c for c in self.cells if c.id == cell_id), None)
+
+
+def load_run(run_dir: Path) -> RunResults:
+    """Everything the report needs from `run_dir` (raises only when run.json is absent)."""
+    rd = RunDir(run_dir)
+    run = rd.read_run()
+    problems: list[str] = []
+    plan = _read_plan(run_dir / "plan.json", problems)
+    order = _cell_order(run, plan, rd.cell_ids())
+    cells = tuple(_load_cell(run_dir / "cells" / cid, cid, plan.get(cid, {})) for cid in order)
+    spec_path = run_dir / "spec.toml"
+    spec_text = spec_path.read_text(encoding="utf-8") if spec_path.is_file() else None
+    return RunResults(
+        path=run_dir, run=run, cells=cells, spec_text=spec_text, problems=tuple(problems)
+    )
+
+
+def _read_plan(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
+        problems.append(f"{path.name} is missing: cell definitions and intended changes unknown")
+        return {}
+    try:
+        raw = _atomic.read_json(path)
+    except (OSError, ValueError) as exc:
+        problems.append(f"cannot read {path.name}: {exc}")
+        return {}
+    return {str(c["id"]): c for c in raw.get("cells") or [] if "id" in c}
+
+
+def _cell_order(run: dict[str, Any], plan: dict[str, Any], on_disk: list[str]) -> list[str]:
+    order: list[str] = []
+    for cid in [*(run.get("cells") or []), *plan, *on_disk]:
+        if str(cid) not in order:
+            order.append(str(cid))
+    return order
+
+
+def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults:
+    phases: dict[str, PhaseResult] = {}
+    problems: list[str] = []
+    for phase in PHASES:
+        file = path / f"{phase}.json"
+        if not file.is_file():
+            continue
+        try:
+            phases[phase] = PhaseResult.from_dict(_atomic.read_json(file))
+        except (OSError, ValueError, KeyError, TypeError, ResultsError) as exc:
+            message = exc.message if isinstance(exc, ResultsError) else str(exc)
+            problems.append(f"{phase}.json unreadable: {message}")
+            log.warning("cell %s: cannot read %s: %s", cell_id, file, message)
+    return CellResults(
+        id=cell_id,
+        path=path,
+        content_hash=planned.get("content_hash"),
+        definition=dict(planned.get("definition") or {}),
+        differs=dict(planned.get("differs_from_baseline") or {}),
+        phases=phases,
+        problems=tuple(problems),
+    )
+
+
+def read_requests(path: Path) -> Iterator[dict[str, Any]]:
+    """Per-request records of one round (bad lines are skipped: they are not results)."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record

@@ -1,0 +1,107 @@
+"""Configuration facts read from server logs by patterns kept as data.
+
+Some choices an engine makes never reach its resolved arguments: DeepGEMM switches
+itself on from an environment check, CUDA graph batch sizes depend on memory. Their only
+trace is a log line, so the patterns in compat/log_patterns.toml turn lines into facts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stackmatrix.errors import ResultsError
+from stackmatrix.report.compat_data import load_toml
+
+_MAX_EVIDENCE = 160
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogPattern:
+    fact: str
+    regex: re.Pattern[str]
+    value: str | None = None
+    absent: str | None = None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LogPattern:
+        try:
+            regex = re.compile(str(raw["regex"]))
+        except (KeyError, re.error) as exc:
+            raise ResultsError(f"log pattern {raw!r} has no valid `regex`: {exc}") from exc
+        if raw.get("value") is None and "value" not in regex.groupindex:
+            raise ResultsError(
+                f"log pattern for {raw.get('fact')!r} needs `value` or a (?P<value>...) group"
+            )
+        return cls(
+            fact=str(raw["fact"]),
+            regex=regex,
+            value=raw.get("value"),
+            absent=raw.get("absent"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogFact:
+    fact: str
+    value: str
+    evidence: str | None  # the log line (shortened), None for an `absent` default
+    file: str | None = None
+
+
+def load_patterns(directory: Path | None = None) -> tuple[LogPattern, ...]:
+    raw = load_toml("log_patterns.toml", directory)
+    return tuple(LogPattern.from_dict(p) for p in raw.get("pattern") or [])
+
+
+def read_facts(logs: Sequence[Path], patterns: Sequence[LogPattern]) -> dict[str, LogFact]:
+    """Facts found in a cell's server logs; the first match of each fact wins.
+
+    When launches of one cell disagree (one captured more CUDA graphs than another),
+    the value lists each distinct one, in launch order.
+    """
+    per_log = [_facts_of(path, patterns) for path in logs if path.is_file()]
+    facts: dict[str, LogFact] = {}
+    for fact in {name for found in per_log for name in found}:
+        seen = [found[fact] for found in per_log if fact in found]
+        values = list(dict.fromkeys(f.value for f in seen))
+        first = next((f for f in seen if f.evidence), seen[0])
+        facts[fact] = LogFact(
+            fact=fact, value=" | ".join(values), evidence=first.evidence, file=first.file
+        )
+    return facts
+
+
+def _facts_of(path: Path, patterns: Sequence[LogPattern]) -> dict[str, LogFact]:
+    found: dict[str, LogFact] = {}
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            for pattern in patterns:
+                if pattern.fact not in found:
+                    fact = _match(pattern, line, path.name)
+                    if fact is not None:
+                        found[pattern.fact] = fact
+    for pattern in _absent_defaults(patterns):
+        found.setdefault(
+            pattern.fact, LogFact(fact=pattern.fact, value=str(pattern.absent), evidence=None)
+        )
+    return found
+
+
+def _absent_defaults(patterns: Iterable[LogPattern]) -> list[LogPattern]:
+    return [p for p in patterns if p.absent is not None]
+
+
+def _match(pattern: LogPattern, line: str, file: str) -> LogFact | None:
+    m = pattern.regex.search(line)
+    if m is None:
+        return None
+    value = m.group("value") if "value" in pattern.regex.groupindex else pattern.value
+    text = line.strip()
+    if len(text) > _MAX_EVIDENCE:
+        start = max(0, m.start() - 20)
+        text = ("..." if start else "") + line[start : start + _MAX_EVIDENCE].strip() + "..."
+    return LogFact(fact=pattern.fact, value=str(value), evidence=text, file=file)

@@ -1,0 +1,446 @@
+"""The report as data: one `MatrixReport` built from a results directory.
+
+Every output (matrix.md, matrix.html, matrix.json, junit.xml) renders this one model,
+so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import __version__
+from stackmatrix.findings import Finding, Severity
+from stackmatrix.report import drift as drift_mod
+from stackmatrix.report.compat_data import compat_dir
+from stackmatrix.report.facts import collect
+from stackmatrix.report.load import CellResults, RunResults, read_requests
+from stackmatrix.report.logfacts import LogPattern, load_patterns
+from stackmatrix.report.stats import (
+    Calibration,
+    Comparison,
+    Interval,
+    Thresholds,
+    Verdict,
+    calibrate,
+    compare,
+    interval,
+    launch_samples,
+)
+from stackmatrix.results import PHASES, Status
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+MISSING = "missing"
+_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+_KEY_PACKAGES = ("torch", "sglang", "sgl-kernel", "sglang-kernel", "flashinfer-python", "vllm",
+                 "transformers", "triton")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseSummary:
+    phase: str
+    status: str  # a results Status value, or "missing"
+    code: str | None = None
+    message: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "status": self.status,
+            "code": self.code,
+            "message": self.message,
+            "duration_s": self.duration_s,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchRow:
+    index: int
+    status: str
+    value: float | None  # median of the headline over its rounds
+    rounds: tuple[float, ...]
+    outlier: bool
+    env_facts: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "status": self.status,
+            "value": self.value,
+            "rounds": list(self.rounds),
+            "outlier": self.outlier,
+            "env_facts": self.env_facts,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryNote:
+    """This cell (same content hash, same spec) in earlier reports."""
+
+    previous_value: float | None
+    previous_created: str
+    change: float | None  # relative, this run vs the previous one
+    trend: tuple[float, ...]  # headline medians, oldest first, this run last
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "previous_value": self.previous_value,
+            "previous_created": self.previous_created,
+            "change": self.change,
+            "trend": list(self.trend),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellReport:
+    id: str
+    is_baseline: bool
+    content_hash: str | None
+    definition: dict[str, Any]
+    phases: tuple[PhaseSummary, ...]
+    compat: str  # compatible | warnings | incompatible | build failed | not checked ...
+    targets: dict[str, str]  # target -> native | ptx | none | n/a | unknown
+    findings: tuple[Finding, ...]
+    problems: tuple[str, ...]
+    headline: Interval | None
+    launches: tuple[LaunchRow, ...]
+    summary: dict[str, Any]  # bench summary metrics
+    comparison: Comparison | None
+    drift: drift_mod.Drift | None
+    distributions: dict[str, dict[str, float]]  # metric -> quantile label -> value
+    versions: dict[str, str]
+    history: HistoryNote | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.is_baseline:
+            return Verdict.BASELINE
+        return self.comparison.verdict if self.comparison else Verdict.NOT_MEASURED
+
+    def phase(self, name: str) -> PhaseSummary:
+        return next(p for p in self.phases if p.phase == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "is_baseline": self.is_baseline,
+            "content_hash": self.content_hash,
+            "definition": self.definition,
+            "phases": {p.phase: p.to_dict() for p in self.phases},
+            "compat": self.compat,
+            "targets": self.targets,
+            "verdict": self.verdict.value,
+            "headline": self.headline.to_dict() if self.headline else None,
+            "launches": [launch.to_dict() for launch in self.launches],
+            "summary": self.summary,
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "drift": self.drift.to_dict() if self.drift else None,
+            "findings": [f.to_dict() for f in self.findings],
+            "problems": list(self.problems),
+            "distributions": self.distributions,
+            "versions": self.versions,
+            "history": self.history.to_dict() if self.history else None,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixReport:
+    spec_name: str
+    spec_hash: str
+    created: str
+    baseline: str
+    targets: tuple[str, ...]
+    headline: str
+    thresholds: Thresholds
+    fail_on: tuple[str, ...]
+    order: str
+    cells: tuple[CellReport, ...]
+    spec_text: str | None
+    notes: tuple[str, ...]
+    calibration: Calibration | None
+    sample_unit: str  # "launch" when every comparison used launches, else "round"
+    stackmatrix_version: str = __version__
+    history: dict[str, HistoryNote] = field(default_factory=dict)
+
+    def cell(self, cell_id: str) -> CellReport:
+        return next(c for c in self.cells if c.id == cell_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "stackmatrix_version": self.stackmatrix_version,
+            "spec_name": self.spec_name,
+            "spec_hash": self.spec_hash,
+            "created": self.created,
+            "baseline": self.baseline,
+            "targets": list(self.targets),
+            "headline": self.headline,
+            "thresholds": {
+                "confidence": self.thresholds.confidence,
+                "min_effect": self.thresholds.min_effect,
+                "max_halfwidth": self.thresholds.max_halfwidth,
+            },
+            "fail_on": list(self.fail_on),
+            "order": self.order,
+            "sample_unit": self.sample_unit,
+            "notes": list(self.notes),
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "cells": [c.to_dict() for c in self.cells],
+            "spec": self.spec_text,
+        }
+
+
+def thresholds_from(run: dict[str, Any]) -> tuple[str, Thresholds, tuple[str, ...]]:
+    """The headline metric, thresholds and fail_on recorded in run.json (with defaults)."""
+    policy = run.get("report") or {}
+    defaults = Thresholds()
+    thresholds = Thresholds(
+        confidence=float(policy.get("confidence") or defaults.confidence),
+        min_effect=float(policy.get("min_effect") or defaults.min_effect),
+    )
+    headline = str(policy.get("headline") or "output_throughput")
+    return headline, thresholds, tuple(str(x) for x in policy.get("fail_on") or ())
+
+
+def build_model(results: RunResults, *, compat: Path | None = None) -> MatrixReport:
+    headline, thresholds, fail_on = thresholds_from(results.run)
+    notes = list(results.problems)
+    patterns, ranking = _rules(compat, notes)
+    base = results.cell(results.baseline)
+    if base is None:
+        notes.append(f"baseline {results.baseline!r} has no results: no verdicts")
+    base_facts = collect(base, patterns) if base else None
+    cells = []
+    for cell in results.cells:
+        is_base = cell.id == results.baseline
+        comparison = None
+        drift = None
+        if base is not None and not is_base:
+            comparison = _compare(cell, base, headline, thresholds)
+            if base_facts is not None:
+                drift = drift_mod.diff(
+                    collect(cell, patterns),
+                    base_facts,
+                    differs=cell.differs,
+                    ranking=ranking,
+                    cell_server_args=tuple(cell.definition.get("server_args") or ()),
+                )
+        cells.append(_cell_report(cell, results, headline, thresholds, comparison, drift))
+    return MatrixReport(
+        spec_name=str(results.run.get("spec_name", "")),
+        spec_hash=str(results.run.get("spec_hash", "")),
+        created=str(results.run.get("created", "")),
+        baseline=results.baseline,
+        targets=results.targets,
+        headline=headline,
+        thresholds=thresholds,
+        fail_on=fail_on,
+        order=str(results.run.get("order", "")),
+        cells=tuple(cells),
+        spec_text=results.spec_text,
+        notes=tuple(notes),
+        calibration=_calibration(base, headline, thresholds),
+        sample_unit=_unit(cells),
+    )
+
+
+def _rules(compat: Path | None, notes: list[str]) -> tuple[Sequence[LogPattern], drift_mod.Ranking]:
+    from stackmatrix.errors import ResultsError
+
+    try:
+        patterns: Sequence[LogPattern] = load_patterns(compat)
+    except ResultsError as exc:
+        notes.append(f"server logs not read: {exc.message}")
+        patterns = ()
+    try:
+        ranking = drift_mod.load_ranking(compat)
+    except ResultsError as exc:
+        notes.append(f"differences not ranked: {exc.message}")
+        ranking = drift_mod.Ranking(rules=())
+    log.debug("rules from %s", compat or compat_dir())
+    return patterns, ranking
+
+
+def _compare(
+    cell: CellResults, base: CellResults, headline: str, thresholds: Thresholds
+) -> Comparison | None:
+    mine, theirs = cell.launches(headline), base.launches(headline)
+    if not any(mine):
+        return None
+    if not any(theirs):
+        return Comparison(
+            metric=headline,
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"the baseline {base.id!r} has no {headline} measurements",
+            confidence=thresholds.confidence,
+        )
+    return compare(mine, theirs, metric=headline, thresholds=thresholds)
+
+
+def _unit(cells: Sequence[CellReport]) -> str:
+    units = {c.comparison.unit for c in cells if c.comparison and c.comparison.unit}
+    return "round" if "round" in units else "launch"
+
+
+def _calibration(
+    base: CellResults | None, headline: str, thresholds: Thresholds
+) -> Calibration | None:
+    if base is None:
+        return None
+    launches = [r for r in base.launches(headline) if r]
+    if len(launches) < 2:
+        return None
+    return calibrate(launches, alpha=round(1 - thresholds.confidence, 9), power=thresholds.power)
+
+
+def _cell_report(
+    cell: CellResults,
+    results: RunResults,
+    headline: str,
+    thresholds: Thresholds,
+    comparison: Comparison | None,
+    drift: drift_mod.Drift | None,
+) -> CellReport:
+    launches = cell.launches(headline)
+    samples = launch_samples(launches)
+    findings = tuple(f for p in PHASES if (r := cell.phase(p)) for f in r.findings)
+    return CellReport(
+        id=cell.id,
+        is_baseline=cell.id == results.baseline,
+        content_hash=cell.content_hash,
+        definition=cell.definition,
+        phases=tuple(_phase(cell, p) for p in PHASES),
+        compat=_compat(cell),
+        targets=_targets(cell, results.targets),
+        findings=findings,
+        problems=cell.problems,
+        headline=interval(samples, confidence=thresholds.confidence) if samples.values else None,
+        launches=_launch_rows(cell, headline),
+        summary=dict(cell.data("bench").get("summary") or {}),
+        comparison=comparison,
+        drift=drift,
+        distributions=_distributions(cell),
+        versions=_versions(cell),
+    )
+
+
+def _phase(cell: CellResults, phase: str) -> PhaseSummary:
+    result = cell.phase(phase)
+    if result is None:
+        return PhaseSummary(phase=phase, status=MISSING, message=f"no {phase}.json")
+    return PhaseSummary(
+        phase=phase,
+        status=result.status.value,
+        code=result.code,
+        message=result.message,
+        duration_s=result.duration_s,
+    )
+
+
+def _compat(cell: CellResults) -> str:
+    build, check = cell.phase("build"), cell.phase("check")
+    if build is not None and build.status is Status.FAILED:
+        return "build failed"
+    if check is None:
+        return "not checked"
+    if check.status is not Status.OK:
+        return f"check {check.status.value}"
+    verdict = check.data.get("verdict")
+    if verdict is None and any(f.severity is Severity.FAIL for f in check.findings):
+        return "incompatible"
+    return str(verdict or "unknown")
+
+
+def _targets(cell: CellResults, targets: Sequence[str]) -> dict[str, str]:
+    summary = cell.data("check").get("target_summary") or {}
+    return {t: str(summary.get(t, "unknown")) for t in targets}
+
+
+def _launch_rows(cell: CellResults, headline: str) -> tuple[LaunchRow, ...]:
+    rows = []
+    for i, launch in enumerate(cell.data("bench").get("launches") or []):
+        rounds = tuple(
+            float(r["metrics"][headline])
+            for r in launch.get("rounds") or []
+            if isinstance((r.get("metrics") or {}).get(headline), int | float)
+        )
+        rows.append(
+            LaunchRow(
+                index=int(launch.get("index", i)),
+                status=str(launch.get("status", "ok")),
+                value=statistics.median(rounds) if rounds else None,
+                rounds=rounds,
+                outlier=False,
+                env_facts=dict(launch.get("env_facts") or {}),
+            )
+        )
+    return _mark_outliers(rows)
+
+
+def _mark_outliers(rows: list[LaunchRow]) -> tuple[LaunchRow, ...]:
+    """A launch far from the others (robust z > 3.5 on the log scale, and > 2% off)."""
+    values = [math.log(r.value) for r in rows if r.value and r.value > 0]
+    if len(values) < 3:
+        return tuple(rows)
+    center = statistics.median(values)
+    mad = statistics.median(abs(v - center) for v in values) * 1.4826
+    out = []
+    for row in rows:
+        off = abs(math.log(row.value) - center) if row.value and row.value > 0 else 0.0
+        outlier = off > 0.02 and (mad == 0 or off / mad > 3.5)
+        out.append(LaunchRow(**{**row.__dict__, "outlier": outlier}))
+    return tuple(out)
+
+
+def _distributions(cell: CellResults) -> dict[str, dict[str, float]]:
+    ttft: list[float] = []
+    itl: list[float] = []
+    for path in cell.request_files():
+        for record in read_requests(path):
+            if record.get("error"):
+                continue
+            if isinstance(record.get("ttft_ms"), int | float):
+                ttft.append(float(record["ttft_ms"]))
+            itl += [float(x) for x in record.get("itl_ms") or [] if isinstance(x, int | float)]
+    return {name: _quantiles(vals) for name, vals in (("ttft_ms", ttft), ("itl_ms", itl)) if vals}
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    out = {f"p{round(q * 100)}": _quantile(ordered, q) for q in _QUANTILES}
+    out["n"] = float(len(ordered))
+    return out
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    pos = q * (len(ordered) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _versions(cell: CellResults) -> dict[str, str]:
+    build, bench, check = cell.data("build"), cell.data("bench"), cell.data("check")
+    out: dict[str, str] = {}
+    if build.get("python_version"):
+        out["python"] = str(build["python_version"])
+    lock = {str(p.get("name", "")).lower(): str(p.get("version", "")) for p in build.get("lock") or []}
+    out |= {name: lock[name] for name in _KEY_PACKAGES if name in lock}
+    probe = check.get("probe") or {}
+    if isinstance(probe, dict):
+        out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if k in probe and probe[k]}
+    if bench.get("engine_version"):
+        out["engine"] = f"{bench.get('engine', '')} {bench['engine_version']}".strip()
+    return out

@@ -1,0 +1,42 @@
+"""The exit-status policy: which report outcomes fail the command (`--fail-on`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stackmatrix.errors import UsageError
+from stackmatrix.report.model import MatrixReport
+from stackmatrix.report.stats import Verdict
+
+POLICIES = ("incompatible", "regression", "failed")
+_FAILED_PHASE = ("failed", "interrupted")
+
+
+def parse_fail_on(values: Sequence[str]) -> tuple[str, ...]:
+    """`["incompatible,regression"]` -> ("incompatible", "regression"), checked."""
+    items = tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+    unknown = [v for v in items if v not in POLICIES]
+    if unknown:
+        raise UsageError(
+            f"--fail-on: unknown value(s) {', '.join(map(repr, unknown))}; "
+            f"choose from {', '.join(POLICIES)}"
+        )
+    return items
+
+
+def failures(report: MatrixReport, fail_on: Sequence[str]) -> list[str]:
+    """One sentence per cell and policy that matched."""
+    out: list[str] = []
+    for cell in report.cells:
+        if "incompatible" in fail_on and cell.compat == "incompatible":
+            out.append(f"{cell.id}: incompatible (see its check findings)")
+        if "regression" in fail_on and cell.verdict is Verdict.SLOWER:
+            reason = cell.comparison.reason if cell.comparison else ""
+            out.append(f"{cell.id}: slower than {report.baseline} on {report.headline}: {reason}")
+        if "failed" in fail_on:
+            out += [
+                f"{cell.id}: {p.phase} {p.status}" + (f" ({p.code})" if p.code else "")
+                for p in cell.phases
+                if p.status in _FAILED_PHASE
+            ]
+    return out

@@ -1,0 +1,90 @@
+"""junit.xml: one test case per cell and check, so any CI can gate on the matrix."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from stackmatrix.report.model import CellReport, MatrixReport, PhaseSummary
+from stackmatrix.report.stats import Verdict
+
+# (outcome, message): outcome is "pass", "failure", "error" or "skipped"
+_Case = tuple[str, str, str]  # (name, outcome, message)
+
+
+def render(report: MatrixReport) -> str:
+    suites = ET.Element("testsuites", name=f"stackmatrix {report.spec_name}")
+    for cell in report.cells:
+        cases = _cases(report, cell)
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=f"{report.spec_name}.{cell.id}",
+            tests=str(len(cases)),
+            failures=str(sum(1 for c in cases if c[1] == "failure")),
+            errors=str(sum(1 for c in cases if c[1] == "error")),
+            skipped=str(sum(1 for c in cases if c[1] == "skipped")),
+        )
+        for name, outcome, message in cases:
+            case = ET.SubElement(suite, "testcase", classname=cell.id, name=name)
+            if outcome != "pass":
+                ET.SubElement(case, outcome, message=message)
+            elif message:
+                ET.SubElement(case, "system-out").text = message
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _cases(report: MatrixReport, cell: CellReport) -> list[_Case]:
+    cases = [_phase_case(cell.phase("build")), _compat_case(cell)]
+    cases += [_target_case(t, cell.targets.get(t, "unknown")) for t in report.targets]
+    cases.append(_phase_case(cell.phase("bench")))
+    cases.append(_perf_case(report, cell))
+    return cases
+
+
+def _phase_case(p: PhaseSummary) -> _Case:
+    detail = (p.code or "") + (f": {p.message}" if p.message else "")
+    match p.status:
+        case "ok":
+            return (p.phase, "pass", "")
+        case "failed" | "interrupted":
+            return (p.phase, "failure", f"{p.phase} {p.status} {detail}".strip())
+        case _:
+            return (p.phase, "skipped", f"{p.phase} {p.status} {detail}".strip())
+
+
+def _compat_case(cell: CellReport) -> _Case:
+    failing = [f"{f.code}: {f.message}" for f in cell.findings if f.severity.value == "fail"]
+    if cell.compat == "incompatible":
+        return ("compat", "failure", "; ".join(failing) or "incompatible")
+    if cell.compat in ("compatible", "warnings"):
+        warns = [f"{f.code}: {f.message}" for f in cell.findings if f.severity.value == "warn"]
+        return ("compat", "pass", "\n".join(warns))
+    return ("compat", "skipped", cell.compat)
+
+
+def _target_case(target: str, state: str) -> _Case:
+    name = f"coverage[{target}]"
+    if state == "native":
+        return (name, "pass", "")
+    if state == "ptx":
+        return (name, "pass", f"{target}: PTX only, JIT-compiled at first use")
+    if state == "none":
+        return (name, "failure", f"no kernels for {target}: neither SASS nor compatible PTX")
+    return (name, "skipped", f"{target}: {state}")
+
+
+def _perf_case(report: MatrixReport, cell: CellReport) -> _Case:
+    name = f"perf[{report.headline}]"
+    c = cell.comparison
+    match cell.verdict:
+        case Verdict.BASELINE:
+            return (name, "pass", "baseline")
+        case Verdict.SLOWER:
+            return (name, "failure", c.reason if c else "slower")
+        case Verdict.FASTER | Verdict.NO_CHANGE:
+            return (name, "pass", c.reason if c else "")
+        case Verdict.INCONCLUSIVE:
+            return (name, "skipped", f"inconclusive: {c.reason if c else ''}")
+        case Verdict.NOT_MEASURED:
+            return (name, "skipped", "not measured")

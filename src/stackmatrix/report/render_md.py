@@ -1,0 +1,307 @@
+"""matrix.md: GitHub-flavoured, short enough for a job summary or a PR comment."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from stackmatrix.findings import Finding, Severity
+from stackmatrix.report import _fmt
+from stackmatrix.report.drift import Difference
+from stackmatrix.report.model import CellReport, MatrixReport
+from stackmatrix.report.stats import Verdict
+
+_BESIDE = 8  # unintended differences shown next to a verdict; the rest go to details
+_ICON = {Severity.FAIL: "❌", Severity.WARN: "⚠️", Severity.INFO: "ℹ️"}
+_SPARK = "▁▂▃▄▅▆▇█"
+
+
+def render(report: MatrixReport, *, details: bool = True) -> str:
+    """The whole report; `details=False` gives the job-summary version."""
+    parts = [_title(report), _compat_table(report), _perf_table(report), _drift_sections(report)]
+    parts.append(_verdicts(report))
+    if details:
+        parts.append(_details(report))
+    return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+
+
+def _esc(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells: Iterable[object]) -> str:
+    return "| " + " | ".join(_esc(c) for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list[object]]) -> str:
+    lines = [_row(header), "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + [_row(r) for r in rows])
+
+
+def _title(report: MatrixReport) -> str:
+    targets = ", ".join(report.targets) or "none"
+    lines = [
+        f"## stackmatrix: {report.spec_name} — {len(report.cells)} cells, "
+        f"baseline `{report.baseline}`, targets {targets}"
+    ]
+    lines += [f"> {note}" for note in report.notes]
+    return "\n\n".join(lines)
+
+
+def _compat_table(report: MatrixReport) -> str:
+    header = ["cell", "build", "compat", *report.targets, "bench", "verdict"]
+    rows = [
+        [
+            _cell_name(c),
+            c.phase("build").status,
+            c.compat,
+            *[c.targets.get(t, "unknown") for t in report.targets],
+            _bench_status(c),
+            _verdict_text(c),
+        ]
+        for c in report.cells
+    ]
+    return "### Compatibility\n\n" + _table(header, rows)
+
+
+def _cell_name(c: CellReport) -> str:
+    return f"{c.id} (baseline)" if c.is_baseline else c.id
+
+
+def _bench_status(c: CellReport) -> str:
+    bench = c.phase("bench")
+    if not bench.ok:
+        return f"{bench.status}" + (f": {bench.code}" if bench.code else "")
+    measured = [launch for launch in c.launches if launch.value is not None]
+    rounds = max((len(launch.rounds) for launch in measured), default=0)
+    return f"ok ({len(measured)}×{rounds})"
+
+
+def _verdict_text(c: CellReport) -> str:
+    v = c.verdict
+    return f"**{v.value}**" if v in (Verdict.SLOWER, Verdict.FASTER) else v.value
+
+
+def _perf_table(report: MatrixReport) -> str:
+    label = _fmt.metric_label(report.headline)
+    conf = f"{report.thresholds.confidence:.0%}"
+    header = [
+        "cell",
+        f"{label} (median, {conf} CI)",
+        "launches × rounds",
+        f"vs {report.baseline} ({conf} CI)",
+        "verdict",
+        "vs last run",
+    ]
+    rows = [
+        [
+            c.id,
+            _fmt.interval_text(c.headline),
+            _shape(c),
+            "—" if c.is_baseline else _fmt.ratio_text(c.comparison),
+            _verdict_text(c),
+            _history(c),
+        ]
+        for c in report.cells
+    ]
+    return "\n\n".join(
+        [f"### Performance: {label}", _table(header, rows), _method_note(report)]
+        + ([_calibration_line(report)] if report.calibration else [])
+    )
+
+
+def _shape(c: CellReport) -> str:
+    measured = [launch for launch in c.launches if launch.value is not None]
+    if not measured:
+        return "—"
+    rounds = max(len(launch.rounds) for launch in measured)
+    return f"{len(measured)} × {rounds}"
+
+
+def _history(c: CellReport) -> str:
+    h = c.history
+    if h is None or h.previous_value is None:
+        return "first run" if h is not None else "—"
+    spark = sparkline(h.trend) if len(h.trend) >= 3 else ""
+    return f"{_fmt.pct(h.change)} {spark}".strip()
+
+
+def sparkline(values: Iterable[float]) -> str:
+    vals = list(values)
+    low, high = min(vals), max(vals)
+    span = high - low or 1.0
+    return "".join(_SPARK[min(7, int((v - low) / span * 7 + 0.5))] for v in vals)
+
+
+def _method_note(report: MatrixReport) -> str:
+    t = report.thresholds
+    if report.sample_unit == "launch":
+        unit = (
+            "Each server launch is one sample (its rounds are summarized by their median "
+            "first); intervals are Welch t intervals on log values"
+        )
+    else:
+        unit = (
+            "⚠️ Some cells had a single launch: their intervals come from rounds inside "
+            "one launch and ignore launch-to-launch noise"
+        )
+    return f"{unit}. Changes under {t.min_effect:.0%} count as no change."
+
+
+def _calibration_line(report: MatrixReport) -> str:
+    cal = report.calibration
+    assert cal is not None
+    within = f", within a launch {cal.within_sd:.1%}" if cal.within_sd is not None else ""
+    found = ", ".join(f"{c:.1%} with {k}" for k, c in cal.detectable)
+    return (
+        f"Noise from the baseline's {cal.launches} launches: launch to launch "
+        f"{cal.per_launch_sd:.1%}{within}. Smallest change found {cal.power:.0%} of the time: "
+        f"{found} launches per cell."
+    )
+
+
+def _drift_sections(report: MatrixReport) -> str:
+    out = []
+    for c in report.cells:
+        if c.drift is None or c.verdict not in (Verdict.SLOWER, Verdict.FASTER):
+            continue
+        out.append(_drift_block(report, c))
+    return "\n\n".join(out)
+
+
+def _drift_block(report: MatrixReport, c: CellReport) -> str:
+    assert c.drift is not None and c.comparison is not None
+    head = (
+        f"### {c.id} is {c.verdict.value} ({_fmt.ratio_text(c.comparison)}): "
+        f"what else differs from {report.baseline}"
+    )
+    unintended = c.drift.unintended
+    if not unintended:
+        body = "Nothing recorded differs beyond what the cell asks for."
+    else:
+        body = "Not asked for by the cell, most consequential first:\n\n" + _diff_table(
+            report.baseline, c.id, unintended[:_BESIDE], numbered=True
+        )
+        if len(unintended) > _BESIDE:
+            body += f"\n\n…and {len(unintended) - _BESIDE} more in the details below."
+    asked = ", ".join(
+        f"{_fmt.setting(d)} {_fmt.shorten(d.baseline, 30)} → {_fmt.shorten(d.value, 30)}"
+        for d in c.drift.intended
+        if not d.key.startswith("cell:")
+    )
+    if asked:
+        body += f"\n\nAsked for (intended): {asked}."
+    return f"{head}\n\n{body}"
+
+
+def _diff_table(base: str, cell: str, diffs: Iterable[Difference], *, numbered: bool) -> str:
+    rows = []
+    for i, d in enumerate(diffs, 1):
+        row: list[object] = [
+            f"`{_fmt.setting(d)}`",
+            _fmt.shorten(d.baseline),
+            _fmt.shorten(d.value),
+            d.label,
+            _fmt.origin(d),
+        ]
+        rows.append([i, *row] if numbered else row)
+    header = ["setting", base, cell, "kind", "from"]
+    return _table(["#", *header] if numbered else header, rows)
+
+
+def _verdicts(report: MatrixReport) -> str:
+    lines = ["### Verdicts", ""]
+    for c in report.cells:
+        if c.is_baseline:
+            continue
+        reason = c.comparison.reason if c.comparison else _why_not_measured(c)
+        lines.append(f"- **{c.id}**: {c.verdict.value} — {reason}")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _why_not_measured(c: CellReport) -> str:
+    for p in c.phases:
+        if p.status not in ("ok",):
+            detail = p.message or p.code or ""
+            return f"{p.phase} {p.status}" + (f": {detail}" if detail else "")
+    return "no benchmark rounds recorded"
+
+
+def _details(report: MatrixReport) -> str:
+    return "### Details\n\n" + "\n\n".join(_cell_details(report, c) for c in report.cells)
+
+
+def _cell_details(report: MatrixReport, c: CellReport) -> str:
+    n_unintended = len(c.drift.unintended) if c.drift else 0
+    summary = (
+        f"{c.id}: {c.compat}, {c.verdict.value} — {len(c.findings)} findings, "
+        f"{n_unintended} unintended differences"
+    )
+    parts = [_phases_line(c)]
+    parts += [f"- problem: {p}" for p in c.problems]
+    parts.append(_findings_md(c.findings))
+    if c.drift:
+        parts += [f"- {note}" for note in c.drift.not_compared]
+        if c.drift.unintended:
+            parts.append("Unintended differences:\n\n" + _diff_table(
+                report.baseline, c.id, c.drift.unintended, numbered=False))
+        if c.drift.intended:
+            parts.append("Intended differences:\n\n" + _diff_table(
+                report.baseline, c.id, c.drift.intended, numbered=False))
+    parts.append(_launches_md(c))
+    body = "\n\n".join(p for p in parts if p)
+    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
+def _phases_line(c: CellReport) -> str:
+    items = []
+    for p in c.phases:
+        text = f"{p.phase} {p.status}"
+        if p.code:
+            text += f" ({p.code})"
+        if p.message and not p.ok:
+            text += f": {p.message}"
+        items.append(text)
+    return "Phases: " + "; ".join(items)
+
+
+def _findings_md(findings: Iterable[Finding]) -> str:
+    by_kind: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_kind[finding_kind(f.code)].append(f)
+    if not by_kind:
+        return "No findings."
+    blocks = []
+    for kind in sorted(by_kind):
+        lines = [f"**{kind}**"]
+        for f in sorted(by_kind[kind], key=lambda f: (_severity_order(f.severity), f.code)):
+            subject = f" ({f.subject})" if f.subject else ""
+            lines.append(f"- {_ICON[f.severity]} `{f.code}`{subject}: {_esc(f.message)}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def finding_kind(code: str) -> str:
+    """SM-DRIFT-VERSION is of kind DRIFT: the second part of the code."""
+    parts = code.split("-")
+    return parts[1] if len(parts) > 2 else code
+
+
+def _severity_order(s: Severity) -> int:
+    return {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}[s]
+
+
+def _launches_md(c: CellReport) -> str:
+    if not c.launches:
+        return ""
+    rows = []
+    for launch in c.launches:
+        facts = ", ".join(f"{k}={v}" for k, v in launch.env_facts.items()) if launch.outlier else ""
+        rows.append([
+            f"L{launch.index}",
+            launch.status,
+            _fmt.number(launch.value),
+            " ".join(_fmt.number(r) for r in launch.rounds),
+            ("outlier: " + facts) if launch.outlier else "",
+        ])
+    return "Launches:\n\n" + _table(["launch", "status", "median", "rounds", "note"], rows)

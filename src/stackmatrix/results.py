@@ -1,0 +1,160 @@
+"""The results directory: one per run, one subdirectory per cell, one JSON per phase.
+
+Layout (see docs/results.md for every field)::
+
+    RUN/run.json                 what was run (spec name + hash, cells, order)
+    RUN/spec.toml                the spec, byte for byte
+    RUN/plan.json                the planned cells with their content hashes
+    RUN/cells/<id>/<phase>.json  one PhaseResult per phase (build, check, bench)
+    RUN/cells/<id>/<phase>.log   that phase's log
+    RUN/matrix.{md,html,json}, RUN/junit.xml   the report
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import _atomic
+from stackmatrix.errors import ResultsError
+from stackmatrix.findings import Finding
+
+SCHEMA_VERSION = 1
+PHASES = ("build", "check", "bench")
+
+
+class Status(enum.StrEnum):
+    OK = "ok"  # the phase did its work (its findings may still say fail)
+    FAILED = "failed"  # the phase could not do its work; `code` says why
+    SKIPPED = "skipped"  # deliberately not run (no GPU, incompatible cell...)
+    UNAVAILABLE = "unavailable"  # this phase is not implemented for this backend/engine
+    INTERRUPTED = "interrupted"  # Ctrl-C or a crash while it ran; redone on resume
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(kw_only=True)
+class PhaseResult:
+    """The outcome of one phase for one cell, written as `<phase>.json`."""
+
+    phase: str
+    cell: str
+    status: Status
+    inputs_hash: str
+    code: str | None = None  # machine reason for a non-ok status, e.g. "server_failed"
+    message: str = ""
+    started: str = ""
+    finished: str = ""
+    duration_s: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Whether a resumed run may reuse this result (failed phases are retried)."""
+        return self.status in (Status.OK, Status.SKIPPED) and bool(self.finished)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "phase": self.phase,
+            "cell": self.cell,
+            "status": self.status.value,
+            "code": self.code,
+            "message": self.message,
+            "inputs_hash": self.inputs_hash,
+            "started": self.started,
+            "finished": self.finished,
+            "duration_s": round(self.duration_s, 3),
+            "findings": [f.to_dict() for f in self.findings],
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> PhaseResult:
+        version = raw.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ResultsError(
+                f"phase result has schema_version {version!r}, this stackmatrix reads "
+                f"{SCHEMA_VERSION}; re-run the phase or use a matching stackmatrix version"
+            )
+        return cls(
+            phase=str(raw["phase"]),
+            cell=str(raw["cell"]),
+            status=Status(raw["status"]),
+            code=raw.get("code"),
+            message=str(raw.get("message", "")),
+            inputs_hash=str(raw["inputs_hash"]),
+            started=str(raw.get("started", "")),
+            finished=str(raw.get("finished", "")),
+            duration_s=float(raw.get("duration_s", 0.0)),
+            findings=[Finding.from_dict(f) for f in raw.get("findings", [])],
+            data=dict(raw.get("data") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class CellDir:
+    path: Path
+    cell: str
+
+    def result_path(self, phase: str) -> Path:
+        return self.path / f"{phase}.json"
+
+    def log_path(self, phase: str) -> Path:
+        return self.path / f"{phase}.log"
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def read(self, phase: str) -> PhaseResult | None:
+        path = self.result_path(phase)
+        if not path.exists():
+            return None
+        try:
+            raw = _atomic.read_json(path)
+        except (OSError, ValueError) as exc:
+            raise ResultsError(f"cannot read {path}: {exc}") from exc
+        return PhaseResult.from_dict(raw)
+
+    def write(self, result: PhaseResult) -> Path:
+        path = self.result_path(result.phase)
+        _atomic.write_json(path, result.to_dict())
+        return path
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    def cell(self, cell_id: str) -> CellDir:
+        d = CellDir(self.path / "cells" / cell_id, cell_id)
+        d.path.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def cell_ids(self) -> list[str]:
+        root = self.path / "cells"
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+    def read_run(self) -> dict[str, Any]:
+        if not self.run_json.exists():
+            raise ResultsError(
+                f"{self.path} is not a stackmatrix results directory (no run.json); "
+                "pass the directory that `stackmatrix run` printed"
+            )
+        data: dict[str, Any] = _atomic.read_json(self.run_json)
+        return data
+
+    def write_json(self, name: str, data: dict[str, Any]) -> Path:
+        path = self.path / name
+        _atomic.write_json(path, {"schema_version": SCHEMA_VERSION, **data})
+        return path

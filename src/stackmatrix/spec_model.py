@@ -1,0 +1,109 @@
+"""The matrix spec as frozen, keyword-only dataclasses (the one model that the CLI,
+the nox sessions and every phase read). Parsing and validation live in `spec`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Backend = Literal["venv", "current", "docker"]
+EngineName = Literal["sglang", "vllm", "transformers", "external"]
+WorkloadKind = Literal["random", "file"]
+Order = Literal["interleaved", "sequential", "random"]
+
+BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
+ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
+METRICS: tuple[str, ...] = (
+    "output_throughput",
+    "request_throughput",
+    "decode_tok_s",
+    "ttft_p99_ms",
+    "ttft_median_ms",
+    "itl_median_ms",
+    "tpot_median_ms",
+    "e2e_median_ms",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    id: str
+    python: str = "3.11"
+    cuda: str | None = None  # "12.8", "13.0"; None for a CPU-only stack
+    backend: Backend = "venv"
+    base_image: str | None = None
+    pins: tuple[str, ...] = ()
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    torch_backend: str | None = None  # uv --torch-backend (cpu, cu128, cu130, auto)
+    env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs
+    server_args: tuple[str, ...] = ()  # appended to bench.server_args for this cell
+    runs_on: tuple[str, ...] = ()  # CI runner labels for this cell
+    gpus: int = 0  # GPUs this cell needs (0: CPU-only)
+    ca_certs: tuple[str, ...] = ()  # extra CA bundles (paths) for builds behind a TLS proxy
+    description: str = ""
+    # the axis labels this cell came from, {axis: label}; empty for [[cell]] tables
+    axes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    kind: WorkloadKind = "random"
+    input_len: int = 128
+    output_len: int = 64
+    range_ratio: float = 1.0  # lengths drawn uniformly from [len*ratio, len]
+    num_prompts: int = 16
+    max_concurrency: int = 1
+    request_rate: float = float("inf")  # requests/s; inf sends as fast as concurrency allows
+    seed: int = 1
+    ignore_eos: bool = True  # sent only where the engine accepts it
+    path: str | None = None  # kind = "file": JSONL or ShareGPT-style JSON
+    warmup: int = 2  # requests at the measured concurrency before each round, discarded
+    request_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bench:
+    engine: EngineName = "transformers"
+    model: str = ""
+    url: str | None = None  # engine = "external"
+    server_args: tuple[str, ...] = ()
+    launches: int = 1  # server launches per cell (the unit of repetition)
+    rounds: int = 3  # measured rounds per launch
+    ready_timeout_s: float = 600.0
+    tokenizer: str | None = None
+    workload: Workload = field(default_factory=Workload)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportPolicy:
+    headline: str = "output_throughput"
+    confidence: float = 0.95
+    min_effect: float = 0.02  # relative changes smaller than this are "no significant change"
+    fail_on: tuple[str, ...] = ()  # "incompatible", "regression", "failed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    name: str
+    path: str  # where it was read from
+    baseline: str
+    cells: tuple[Cell, ...]
+    targets: tuple[str, ...] = ()  # "sm_120", "sm_90a"...
+    driver: str | None = None  # the fleet's driver version, when not this host's
+    description: str = ""
+    bench: Bench | None = None
+    report: ReportPolicy = field(default_factory=ReportPolicy)
+    order: Order = "interleaved"
+    order_seed: int = 0
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(cell_id)
+
+    @property
+    def baseline_cell(self) -> Cell:
+        return self.cell(self.baseline)

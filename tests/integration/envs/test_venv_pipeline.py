@@ -1,0 +1,214 @@
+"""Real uv + real PyPI: cells built, locked, drift found, reused, failures recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SPEC = """
+name = "venvs"
+baseline = "nvml"
+
+[[cell]]
+id = "nvml"
+pins = ["pynvml==12.0.0"]
+
+[[cell]]
+id = "plain"
+pins = ["six==1.16.0", "packaging==24.1"]
+
+[[cell]]
+id = "offline"
+pins = ["six==1.16.0"]
+extra_index_urls = ["https://download.pytorch.org/whl/cu128"]
+
+[[cell]]
+id = "nosuch"
+pins = ["packaging==0.0.1"]
+"""
+
+
+def stackmatrix(
+    *args: str, cwd: Path, work: Path, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STACKMATRIX_WORK_DIR": str(work), "CI": "true"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "stackmatrix", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    root = tmp_path_factory.mktemp("venvs")
+    (root / "spec.toml").write_text(SPEC)
+    work = root / "work"
+    stackmatrix("build", "spec.toml", "--output", "run1", "--jobs", "2", cwd=root, work=work)
+    return root, work, root / "run1"
+
+
+def test_cells_are_built_with_a_lock(first_run: tuple[Path, Path, Path]) -> None:
+    _, _, run = first_run
+    plain = read(run / "cells/plain/build.json")
+    assert plain["schema_version"] == 1 and plain["status"] == "ok"
+    lock = {e["name"]: e for e in plain["data"]["lock"]}
+    assert lock["six"]["version"] == "1.16.0" and lock["six"]["requested"] is True
+    assert lock["packaging"]["source"] == "registry:https://pypi.org/simple"
+    env = plain["data"]["environment"]
+    assert Path(env["python"][0]).is_file()
+    out = subprocess.run(
+        [*env["python"], "-c", "import six; print(six.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "1.16.0"
+    assert "uv" in (run / "cells/plain/build.log").read_text()
+    assert plain["data"]["timings"]["resolve"] >= 0
+
+
+def test_resolver_drift_is_a_finding(first_run: tuple[Path, Path, Path]) -> None:
+    _, _, run = first_run
+    nvml = read(run / "cells/nvml/build.json")
+    codes = {(f["code"], f["subject"]) for f in nvml["findings"]}
+    assert ("SM-DRIFT-UNPINNED-HEAVY", "nvidia-ml-py") in codes
+    plain = read(run / "cells/plain/build.json")
+    assert not [f for f in plain["findings"] if f["code"].startswith("SM-DRIFT-UNPINNED")]
+
+
+def test_unreachable_index_is_a_clear_finding(first_run: tuple[Path, Path, Path]) -> None:
+    _, _, run = first_run
+    off = read(run / "cells/offline/build.json")
+    assert off["status"] == "failed" and off["code"] == "index_unreachable"
+    finding = off["findings"][0]
+    assert finding["code"] == "SM-INDEX-UNREACHABLE"
+    assert finding["subject"] == "https://download.pytorch.org/whl/cu128"
+    assert "cannot be reached" in finding["message"]
+
+
+def test_resolution_failure_is_recorded(first_run: tuple[Path, Path, Path]) -> None:
+    _, _, run = first_run
+    bad = read(run / "cells/nosuch/build.json")
+    assert bad["status"] == "failed" and bad["code"] == "resolution_failed"
+    assert "packaging==0.0.1" in bad["findings"][0]["subject"]
+
+
+def test_second_run_rebuilds_nothing(first_run: tuple[Path, Path, Path]) -> None:
+    root, work, _ = first_run
+    proc = stackmatrix(
+        "build",
+        "spec.toml",
+        "--output",
+        "run2",
+        "--cell",
+        "nvml",
+        "--cell",
+        "plain",
+        cwd=root,
+        work=work,
+    )
+    assert "reused existing environment" in proc.stderr
+    for cell in ("nvml", "plain"):
+        result = read(root / f"run2/cells/{cell}/build.json")
+        assert result["data"]["reused"] is True
+        assert result["data"]["timings"] == {}
+
+
+def test_broken_environment_is_rebuilt(first_run: tuple[Path, Path, Path]) -> None:
+    root, work, run = first_run
+    env = read(run / "cells/plain/build.json")["data"]["environment"]
+    site = Path(env["site_packages"][0])
+    for dist in site.glob("six-*.dist-info"):
+        import shutil
+
+        shutil.rmtree(dist)
+    stackmatrix("build", "spec.toml", "--output", "run3", "--cell", "plain", cwd=root, work=work)
+    result = read(root / "run3/cells/plain/build.json")
+    assert result["status"] == "ok" and result["data"]["reused"] is False
+
+
+def test_plan_and_validate_cli(first_run: tuple[Path, Path, Path]) -> None:
+    root, work, _ = first_run
+    table = stackmatrix("plan", "spec.toml", cwd=root, work=work).stdout
+    assert "nvml" in table and "(baseline)" in table and "pins +six==1.16.0" in table
+    data = json.loads(stackmatrix("plan", "spec.toml", "--json", cwd=root, work=work).stdout)
+    assert [c["id"] for c in data["cells"]] == ["nvml", "plain", "offline", "nosuch"]
+    (root / "bad.toml").write_text('name = "x"\n[[cell]]\nid = "a"\npins = ["six=="]\nbogus = 1\n')
+    bad = stackmatrix("validate", "bad.toml", cwd=root, work=work, check=False)
+    assert bad.returncode == 2
+    assert "cell[0].pins[0]" in bad.stderr and "bogus" in bad.stderr
+
+
+def test_interrupt_keeps_completed_work_and_resume_finishes(tmp_path: Path) -> None:
+    (tmp_path / "spec.toml").write_text(SPEC)
+    env = {**os.environ, "STACKMATRIX_WORK_DIR": str(tmp_path / "work"), "CI": "true"}
+    # "plain" finishes in about a second; "offline" retries an unreachable index for ~9s
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stackmatrix",
+            "build",
+            "spec.toml",
+            "--output",
+            "run",
+            "--cell",
+            "plain",
+            "--cell",
+            "offline",
+            "--jobs",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    plain = tmp_path / "run/cells/plain/build.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if plain.exists() and read(plain)["status"] == "ok":
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "--resume" in out
+    assert read(plain)["status"] == "ok"
+    assert read(tmp_path / "run/cells/offline/build.json")["status"] == "interrupted"
+    again = stackmatrix(
+        "build",
+        "spec.toml",
+        "--output",
+        "run",
+        "--cell",
+        "plain",
+        "--cell",
+        "offline",
+        cwd=tmp_path,
+        work=tmp_path / "work",
+    )
+    assert "already built in this run" in again.stderr
+    assert read(tmp_path / "run/cells/offline/build.json")["code"] == "index_unreachable"

@@ -1,0 +1,220 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from stackmatrix.errors import SpecError
+from stackmatrix.spec import load_spec, parse_spec
+
+MINIMAL = {"name": "m", "cell": [{"id": "a", "pins": ["six==1.16.0"]}]}
+
+
+def problems(raw: dict[str, object]) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw)
+    assert info.value.exit_code == 2
+    return info.value.problems
+
+
+def test_minimal_spec_defaults() -> None:
+    spec = parse_spec(MINIMAL)
+    assert spec.baseline == "a"
+    cell = spec.cell("a")
+    assert cell.python == "3.11" and cell.backend == "venv" and cell.pins == ("six==1.16.0",)
+    assert spec.bench is None
+
+
+def test_unknown_keys_get_suggestions_at_every_level() -> None:
+    raw = {
+        "name": "m",
+        "baselin": "a",
+        "cell": [{"id": "a", "pin": ["six"]}],
+        "bench": {"model": "x", "workload": {"input_length": 3}},
+    }
+    found = problems(raw)
+    assert any(p.startswith("baselin:") and "'baseline'" in p for p in found)
+    assert any(p.startswith("cell[0].pin:") and "did you mean 'pins'" in p for p in found)
+    assert any(p.startswith("bench.workload.input_length:") and "'input_len'" in p for p in found)
+
+
+def test_all_problems_reported_at_once() -> None:
+    raw = {
+        "name": 5,
+        "cell": [
+            {"id": "a", "python": 3.11, "pins": ["torch===", "six==1"], "gpus": "two"},
+            {"id": "a"},
+        ],
+        "baseline": "nope",
+        "targets": ["sm120"],
+    }
+    found = problems(raw)
+    text = "\n".join(found)
+    assert "name: expected a string, got an integer 5" in text
+    assert "cell[0].python: expected a string, got a number 3.11" in text
+    assert "cell[0].pins[0]: 'torch===' is not a PEP 508 requirement" in text
+    assert "cell[0].gpus: expected an integer, got a string 'two'" in text
+    assert "cell id 'a' is used by more than one cell" in text
+    assert "baseline: 'nope' is not a cell" in text
+    assert "targets[0]: 'sm120'" in text
+    assert len(found) >= 7
+
+
+def test_baseline_did_you_mean() -> None:
+    raw = {"name": "m", "baseline": "cu12", "cell": [{"id": "cu128"}, {"id": "cu130"}]}
+    assert any("did you mean 'cu128'" in p for p in problems(raw))
+
+
+def test_baseline_required_with_several_cells() -> None:
+    raw = {"name": "m", "cell": [{"id": "a"}, {"id": "b"}]}
+    assert any(p.startswith("baseline: missing") for p in problems(raw))
+
+
+@pytest.mark.parametrize(
+    "pin",
+    [
+        "torch==2.9.1; rm -rf /",
+        "torch==2.9.1 && curl evil",
+        "torch==$(whoami)",
+        "torch==2.9.1`id`",
+        "torch==2.9.1\nsix",
+        "pkg @ https://example.com/x.whl;$(id)",
+    ],
+)
+def test_shell_syntax_in_pins_is_rejected(pin: str) -> None:
+    found = problems({"name": "m", "cell": [{"id": "a", "pins": [pin]}]})
+    assert any(p.startswith("cell[0].pins") for p in found), found
+
+
+def test_shell_syntax_in_urls_and_env_names_is_rejected() -> None:
+    raw = {
+        "name": "m",
+        "cell": [
+            {
+                "id": "a",
+                "index_url": "https://x/simple; rm -rf /",
+                "find_links": ["$(id)"],
+                "env": {"A;B": "1", "OK": "x\ny"},
+            }
+        ],
+    }
+    text = "\n".join(problems(raw))
+    assert "cell[0].index_url" in text
+    assert "cell[0].find_links[0]" in text
+    assert "cell[0].env.A;B" in text
+    assert "cell[0].env.OK" in text and "control characters" in text
+
+
+def test_server_args_with_shell_metacharacters_stay_inert() -> None:
+    raw = {"name": "m", "cell": [{"id": "a", "server_args": ["--x", "; rm -rf / #"]}]}
+    spec = parse_spec(raw)
+    # kept verbatim as ONE argv element; nothing in stackmatrix builds shell text
+    assert spec.cell("a").server_args == ("--x", "; rm -rf / #")
+
+
+def test_duplicate_pins_and_bad_cell_id() -> None:
+    raw = {"name": "m", "cell": [{"id": "a b", "pins": ["six==1", "Six>=1"]}]}
+    text = "\n".join(problems(raw))
+    assert "'a b' is not a cell id" in text
+    assert "package 'six' is pinned more than once" in text
+
+
+def test_axes_expand_as_product_with_include_and_exclude() -> None:
+    raw = {
+        "name": "m",
+        "baseline": "3.11-t1",
+        "defaults": {"pins": ["six==1.16.0"]},
+        "axes": {
+            "python": ["3.11", "3.12"],
+            "stack": [
+                {"label": "t1", "pins": ["packaging==24.1"]},
+                {"label": "t2", "pins": ["packaging==24.2", "six==1.17.0"]},
+            ],
+        },
+        "exclude": [{"python": "3.12", "stack": "t1"}],
+        "include": [
+            {"stack": "t2", "env": {"X": "1"}},
+            {"id": "extra", "python": "3.13"},
+        ],
+    }
+    spec = parse_spec(raw)
+    ids = [c.id for c in spec.cells]
+    assert ids == ["3.11-t1", "3.11-t2", "3.12-t2", "extra"]
+    t2 = spec.cell("3.12-t2")
+    assert t2.python == "3.12"
+    # a later pin of the same package replaces the default's
+    assert t2.pins == ("packaging==24.2", "six==1.17.0")
+    assert dict(t2.env) == {"X": "1"}
+    assert spec.cell("3.11-t1").pins == ("six==1.16.0", "packaging==24.1")
+    assert dict(t2.axes) == {"python": "3.12", "stack": "t2"}
+
+
+def test_axes_that_expand_to_nothing() -> None:
+    found = problems({"name": "m", "axes": {"python": []}})
+    assert any("axes.python: this axis has no values" in p for p in found)
+    found = problems(
+        {"name": "m", "axes": {"python": ["3.11"]}, "exclude": [{"python": "3.11"}]}
+    )
+    assert any("expand to no cell at all" in p for p in found)
+
+
+def test_exclude_naming_unknown_label() -> None:
+    found = problems(
+        {"name": "m", "axes": {"python": ["3.11", "3.12"]}, "exclude": [{"python": "3.9"}]}
+    )
+    assert any("'3.9' is not a label of axis 'python'" in p for p in found)
+
+
+def test_bench_and_report_sections() -> None:
+    raw = {
+        **MINIMAL,
+        "bench": {
+            "engine": "sglang",
+            "model": "/m",
+            "launches": 3,
+            "workload": {"request_rate": "inf", "max_concurrency": 4},
+        },
+        "report": {"headline": "decode_tok_s", "fail_on": ["regression"], "min_effect": 0.0},
+    }
+    spec = parse_spec(raw)
+    assert spec.bench is not None and spec.bench.launches == 3
+    assert math.isinf(spec.bench.workload.request_rate)
+    assert spec.report.headline == "decode_tok_s" and spec.report.min_effect == 0.0
+
+
+def test_bench_errors() -> None:
+    raw = {
+        **MINIMAL,
+        "bench": {"engine": "tgi", "launches": 0, "workload": {"kind": "file"}},
+        "report": {"headline": "speed", "fail_on": ["slow"]},
+    }
+    text = "\n".join(problems(raw))
+    assert "bench.engine: 'tgi' is not one of" in text
+    assert "bench.launches: 0 is below the minimum 1" in text
+    assert "bench.workload.path" in text
+    assert "report.headline: 'speed'" in text
+    assert "report.fail_on[0]: 'slow'" in text
+
+
+def test_external_engine_needs_url() -> None:
+    text = "\n".join(problems({**MINIMAL, "bench": {"engine": "external"}}))
+    assert "bench.url" in text
+
+
+def test_load_spec_reports_toml_errors_and_missing_files(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = \n")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(bad)
+    with pytest.raises(SpecError, match="file not found"):
+        load_spec(tmp_path / "none.toml")
+
+
+def test_repository_specs_are_valid() -> None:
+    root = Path(__file__).resolve().parents[2]
+    specs = sorted((root / "matrix").glob("*.toml"))
+    assert len(specs) >= 2
+    for path in specs:
+        spec = load_spec(path)
+        assert spec.cells, path
