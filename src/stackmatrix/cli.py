@@ -138,7 +138,7 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     mg = sub.add_parser("merge", help="merge per-cell results directories into one report")
     mg.add_argument("pieces", type=Path, nargs="+")
     mg.add_argument("--output", type=Path, required=True)
-    mg.add_argument("--spec", type=Path, default=None, help="the spec all pieces ran")
+    mg.add_argument("--history", type=Path, default=None, help="SQLite history file")
     mg.add_argument("--fail-on", default="")
     mg.set_defaults(func=cmd_merge)
 

@@ -142,6 +142,15 @@ def _check_same_spec(run: RunDir, spec_path: Path) -> None:
         )
 
 
+def run_identity() -> str | None:
+    """Names the CI run that several per-cell jobs belong to, so merge can tell."""
+    explicit = os.environ.get("STACKMATRIX_RUN_ID")
+    if explicit:
+        return explicit
+    gh = os.environ.get("GITHUB_RUN_ID")
+    return f"github:{gh}.{os.environ.get('GITHUB_RUN_ATTEMPT', '1')}" if gh else None
+
+
 def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -> None:
     spec_path = Path(opts.spec.path)
     _atomic.write_bytes(run.path / "spec.toml", spec_path.read_bytes())
@@ -163,6 +172,7 @@ def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -
             "created": previous.get("created", now_iso()),
             "updated": now_iso(),
             "stackmatrix_version": __version__,
+            "run_id": previous.get("run_id") or run_identity(),
             "argv": list(opts.argv),
             "report": {
                 "headline": policy.headline,

@@ -17,6 +17,7 @@ import re
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -33,7 +34,13 @@ EXTENSION_MODULES = (
     "transformers",
 )
 ENV_PREFIXES = ("CUDA_", "NCCL_", "SGLANG_", "SGL_", "FLASHINFER_", "VLLM_", "TORCH_", "PYTORCH_")
-ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "OMP_NUM_THREADS", "HF_HUB_OFFLINE", "TRITON_CACHE_DIR")
+ENV_NAMES = (
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "OMP_NUM_THREADS",
+    "HF_HUB_OFFLINE",
+    "TRITON_CACHE_DIR",
+)
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
@@ -85,9 +92,17 @@ def probe_devices(torch: Any) -> dict[str, Any]:
     try:
         available = bool(torch.cuda.is_available())
     except Exception as exc:
-        return {"cuda_available": False, "reason": f"torch.cuda.is_available failed: {exc}", "devices": []}
+        return {
+            "cuda_available": False,
+            "reason": f"torch.cuda.is_available failed: {exc}",
+            "devices": [],
+        }
     if not available:
-        return {"cuda_available": False, "reason": "torch.cuda.is_available() is False", "devices": []}
+        return {
+            "cuda_available": False,
+            "reason": "torch.cuda.is_available() is False",
+            "devices": [],
+        }
     devices = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
@@ -132,7 +147,7 @@ def smoke(torch: Any) -> dict[str, Any]:
 
 def probe_driver() -> str | None:
     try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+        with Path("/proc/driver/nvidia/version").open(encoding="utf-8") as fh:
             m = re.search(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?)", fh.read())
             return m.group(1) if m else None
     except OSError:
@@ -187,7 +202,11 @@ def main(argv: list[str]) -> int:
             "executable": sys.executable,
             "implementation": platform.python_implementation(),
         },
-        "platform": {"machine": platform.machine(), "system": platform.system(), "libc": list(platform.libc_ver())},
+        "platform": {
+            "machine": platform.machine(),
+            "system": platform.system(),
+            "libc": list(platform.libc_ver()),
+        },
         "torch": torch_info,
         "gpu": devices,
         "driver": probe_driver(),

@@ -49,12 +49,10 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    """"sm_120", "sm_90a", "compute_90", "120" or "12.0" -> Target; ValueError otherwise."""
+    """ "sm_120", "sm_90a", "compute_90", "120" or "12.0" -> Target; ValueError otherwise."""
     m = _ARCH_RE.match(text.strip().lower())
     if not m:
-        raise ValueError(
-            f"not a GPU arch: {text!r} (expected e.g. 'sm_120', 'sm_90a' or '12.0')"
-        )
+        raise ValueError(f"not a GPU arch: {text!r} (expected e.g. 'sm_120', 'sm_90a' or '12.0')")
     if m.group(3):
         return Target(major=int(m.group(3)), minor=int(m.group(4)))
     sm = int(m.group(1))
@@ -150,3 +148,26 @@ def loaded_on(relpath: str, target: Target, rules: Sequence[LoaderRule]) -> bool
         if variant is not None:
             return rule.selected(target) == variant
     return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionalRule:
+    """An extension imported only when a feature is used (see compat/loaders.toml)."""
+
+    glob: str
+    feature: str
+
+    def matches(self, relpath: str) -> bool:
+        return fnmatch(relpath, self.glob)
+
+
+def optional_rules(raw: dict[str, Any] | None = None) -> tuple[OptionalRule, ...]:
+    data = raw if raw is not None else _data.load("loaders.toml")
+    return tuple(
+        OptionalRule(glob=str(item["glob"]), feature=str(item.get("feature", "")))
+        for item in data.get("optional", [])
+    )
+
+
+def optional_feature(relpath: str, rules: Sequence[OptionalRule]) -> str | None:
+    return next((r.feature for r in rules if r.matches(relpath)), None)

@@ -79,7 +79,7 @@ Verdict = Literal["ok", "minor-compat", "too-old", "unknown"]
 
 
 def judge_driver(req: DriverRequirement, found: DriverFound) -> Verdict:
-    if found.version is None or req.family_min is None and req.toolkit_min is None:
+    if found.version is None or (req.family_min is None and req.toolkit_min is None):
         return "unknown"
     have = version_key(found.version)
     if req.family_min is not None and have < version_key(req.family_min):

@@ -91,7 +91,9 @@ class FatbinEntry:
         }
 
 
-def parse_fatbin(buf: bytes | memoryview | mmap.mmap, start: int = 0, end: int | None = None) -> list[FatbinEntry]:
+def parse_fatbin(
+    buf: bytes | memoryview | mmap.mmap, start: int = 0, end: int | None = None
+) -> list[FatbinEntry]:
     """Every entry of every container in `buf[start:end]`, in file order."""
     end = len(buf) if end is None else end
     entries: list[FatbinEntry] = []

@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 _LOCAL_CUDA = re.compile(r"^cu(\d{2,3})$")
 _SUFFIX_CUDA = re.compile(r"-cu(\d{2})$")
 # distributions versioned by the CUDA release they belong to (13.0.96 -> CUDA 13)
-_CUDA_VERSIONED = re.compile(r"^(?:nvidia-cuda-runtime|nvidia-cuda-nvrtc|nvidia-cublas|cuda-toolkit)$")
+_CUDA_VERSIONED = re.compile(
+    r"^(?:nvidia-cuda-runtime|nvidia-cuda-nvrtc|nvidia-cublas|cuda-toolkit)$"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,7 +178,9 @@ def cuda_major(
             evidence.append((major, f"needs {so}"))
     if local and (m := _LOCAL_CUDA.match(local)):
         digits = m.group(1)
-        evidence.append((int(digits[:-1] if len(digits) == 3 else digits), f"local version +{local}"))
+        evidence.append(
+            (int(digits[:-1] if len(digits) == 3 else digits), f"local version +{local}")
+        )
     if m := _SUFFIX_CUDA.search(name):
         if name.startswith("nvidia-"):
             evidence.append((int(m.group(1)), f"distribution {name}"))

@@ -10,9 +10,7 @@ the loader reuses an already-loaded library whose soname matches.
 
 from __future__ import annotations
 
-import glob
 import logging
-import os
 import platform
 import re
 from collections.abc import Mapping, Sequence
@@ -65,7 +63,7 @@ def resolve_in_root(root: Path, path: Path) -> Path | None:
     current = path
     for _ in range(_MAX_LINK_HOPS):
         if current.is_symlink():
-            target = os.readlink(current)
+            target = str(current.readlink())
             current = in_root(root, target) if target.startswith("/") else current.parent / target
             continue
         return current if current.exists() else None
@@ -92,12 +90,9 @@ def _read_ld_conf(root: Path, conf: Path, out: list[Path], depth: int) -> None:
             continue
         if line.startswith("include "):
             pattern = line.split(None, 1)[1]
-            if not pattern.startswith("/"):
-                pattern = str(conf.parent / pattern)
-                inc = glob.glob(pattern)
-            else:
-                inc = glob.glob(str(in_root(root, pattern)))
-            for sub in sorted(inc):
+            base = in_root(root, pattern) if pattern.startswith("/") else conf.parent / pattern
+            inc = sorted(base.parent.glob(base.name))
+            for sub in inc:
                 _read_ld_conf(root, Path(sub), out, depth + 1)
         elif line.startswith("/"):
             out.append(in_root(root, line))
@@ -152,7 +147,9 @@ class LibraryIndex:
     def _read(path: Path) -> LibInfo | None:
         try:
             with ELFFile(path) as elf:
-                return LibInfo(path=path, machine=elf.e_machine, is64=elf.is64, dynamic=elf.dynamic())
+                return LibInfo(
+                    path=path, machine=elf.e_machine, is64=elf.is64, dynamic=elf.dynamic()
+                )
         except (OSError, ELFError) as exc:
             log.debug("skipping %s: %s", path, exc)
             return None
@@ -180,7 +177,9 @@ def _expand_origin(entry: str, origin: Path) -> str:
     return entry.replace("${ORIGIN}", str(origin)).replace("$ORIGIN", str(origin))
 
 
-def _candidate_dirs(obj: LibInfo, ctx: SearchContext, inherited_rpath: Sequence[Path]) -> list[Path]:
+def _candidate_dirs(
+    obj: LibInfo, ctx: SearchContext, inherited_rpath: Sequence[Path]
+) -> list[Path]:
     origin = obj.path.parent
     dyn = obj.dynamic
     dirs: list[Path] = []
@@ -234,8 +233,10 @@ def needed_closure(path: Path, ctx: SearchContext, index: LibraryIndex) -> Closu
     while queue:
         obj, inherited = queue.pop(0)
         # DT_RPATH (not RUNPATH) of a loading object also applies to what it loads
-        own = () if obj.dynamic.runpath else tuple(
-            Path(_expand_origin(p, obj.path.parent)) for p in obj.dynamic.rpath
+        own = (
+            ()
+            if obj.dynamic.runpath
+            else tuple(Path(_expand_origin(p, obj.path.parent)) for p in obj.dynamic.rpath)
         )
         for name in obj.dynamic.needed:
             if name in resolved or name in missing:

@@ -102,7 +102,9 @@ def _analyse(
         if resolve
         else symbols.SymbolReport(undefined_count=sum(1 for s in scan.undefined if not s.weak))
     )
-    versions = symbols.check_versions(scan.version_needs, closure.resolved, index) if resolve else ()
+    versions = (
+        symbols.check_versions(scan.version_needs, closure.resolved, index) if resolve else ()
+    )
     return _ExtResult(
         scan=scan,
         relpath=rel,
@@ -149,25 +151,47 @@ def _lib_findings(r: _ExtResult, cell: str | None, host_has_driver: bool) -> lis
         details = {"library": name, "needed_by": str(by), "extension": r.relpath}
         if name in libs.DRIVER_LIBS:
             sev = Severity.WARN if host_has_driver else Severity.INFO
-            msg = (
-                f"{name} (the NVIDIA driver's library) is not on this "
-                + ("root although a driver is loaded; mount the driver libraries into it"
-                   if host_has_driver else "machine, which has no NVIDIA driver; it is provided "
-                   "by the driver on a GPU host")
+            msg = f"{name} (the NVIDIA driver's library) is not on this " + (
+                "root although a driver is loaded; mount the driver libraries into it"
+                if host_has_driver
+                else "machine, which has no NVIDIA driver; it is provided "
+                "by the driver on a GPU host"
             )
-            out.append(Finding(code="SM-DRIVER-LIB-ABSENT", severity=sev, message=msg,
-                               cell=cell, subject=r.relpath, details=details))
+            out.append(
+                Finding(
+                    code="SM-DRIVER-LIB-ABSENT",
+                    severity=sev,
+                    message=msg,
+                    cell=cell,
+                    subject=r.relpath,
+                    details=details,
+                )
+            )
         elif _STACK_LIB.match(name):
-            out.append(Finding(
-                code="SM-LIB-MISSING", severity=Severity.FAIL, cell=cell, subject=r.relpath,
-                message=f"{r.relpath} needs {name}, which no package of this environment provides"
-                + _cuda_hint(name), details=details))
+            out.append(
+                Finding(
+                    code="SM-LIB-MISSING",
+                    severity=Severity.FAIL,
+                    cell=cell,
+                    subject=r.relpath,
+                    message=f"{r.relpath} needs {name}, which no package of this environment "
+                    "provides" + _cuda_hint(name),
+                    details=details,
+                )
+            )
         else:
-            out.append(Finding(
-                code="SM-LIB-HOST-MISSING", severity=Severity.WARN, cell=cell, subject=r.relpath,
-                message=f"{r.relpath} needs the system library {name}, which the environment's root "
-                "lacks; install it in the host or base image (e.g. libnuma1 for libnuma.so.1)",
-                details=details))
+            out.append(
+                Finding(
+                    code="SM-LIB-HOST-MISSING",
+                    severity=Severity.WARN,
+                    cell=cell,
+                    subject=r.relpath,
+                    message=f"{r.relpath} needs the system library {name}, which the "
+                    "environment's root "
+                    "lacks; install it in the host or base image (e.g. libnuma1 for libnuma.so.1)",
+                    details=details,
+                )
+            )
     return out
 
 
@@ -175,9 +199,11 @@ def _cuda_hint(name: str) -> str:
     major = libs.cuda_major_of_soname(name)
     if major is None:
         return ""
-    return (f" (a CUDA {major} library: install the CUDA {major} wheels, e.g. "
-            f"nvidia-cuda-runtime-cu{major}, or use a build of this package for the CUDA major "
-            "of the rest of the stack)")
+    return (
+        f" (a CUDA {major} library: install the CUDA {major} wheels, e.g. "
+        f"nvidia-cuda-runtime-cu{major}, or use a build of this package for the CUDA major "
+        "of the rest of the stack)"
+    )
 
 
 def _symbol_findings(r: _ExtResult, cell: str | None) -> list[Finding]:
@@ -187,39 +213,79 @@ def _symbol_findings(r: _ExtResult, cell: str | None) -> list[Finding]:
         total = sum(len(g.symbols) for g in checked)
         causes = "; ".join(f"{len(g.symbols)} from {g.provider}: {g.cause}" for g in checked)
         example = checked[0].symbols[0]
-        out.append(Finding(
-            code="SM-SYM-UNDEFINED", severity=Severity.FAIL, cell=cell, subject=r.relpath,
-            message=f"{r.relpath} uses {total} symbol(s) nothing in its libraries defines "
-            f"({causes}); e.g. {example}",
-            details={"groups": [g.to_dict() for g in checked]}))
+        out.append(
+            Finding(
+                code="SM-SYM-UNDEFINED",
+                severity=Severity.FAIL,
+                cell=cell,
+                subject=r.relpath,
+                message=f"{r.relpath} uses {total} symbol(s) nothing in its libraries defines "
+                f"({causes}); e.g. {example}",
+                details={"groups": [g.to_dict() for g in checked]},
+            )
+        )
     rep = r.report
-    if rep.cxx11_abi is not None and rep.torch_cxx11_abi is not None and rep.cxx11_abi != rep.torch_cxx11_abi:
-        out.append(Finding(
-            code="SM-CXX-ABI", severity=Severity.FAIL, cell=cell, subject=r.relpath,
-            message=f"{r.relpath} is built with _GLIBCXX_USE_CXX11_ABI={int(rep.cxx11_abi)} but torch "
-            f"uses {int(rep.torch_cxx11_abi)}; install a build made for this torch",
-            details={"extension": rep.cxx11_abi, "torch": rep.torch_cxx11_abi}))
+    if (
+        rep.cxx11_abi is not None
+        and rep.torch_cxx11_abi is not None
+        and rep.cxx11_abi != rep.torch_cxx11_abi
+    ):
+        out.append(
+            Finding(
+                code="SM-CXX-ABI",
+                severity=Severity.FAIL,
+                cell=cell,
+                subject=r.relpath,
+                message=f"{r.relpath} is built with _GLIBCXX_USE_CXX11_ABI={int(rep.cxx11_abi)} "
+                "but torch "
+                f"uses {int(rep.torch_cxx11_abi)}; install a build made for this torch",
+                details={"extension": rep.cxx11_abi, "torch": rep.torch_cxx11_abi},
+            )
+        )
     for p in r.versions:
         system = bool(symbols.SYSTEM_RUNTIME.match(p.soname))
-        out.append(Finding(
-            code="SM-GLIBC" if system else "SM-SYMVER-MISSING", severity=Severity.FAIL, cell=cell,
-            subject=r.relpath,
-            message=f"{r.relpath} needs {', '.join(p.missing)} from {p.soname}, which "
-            f"{p.provided_by} does not provide"
-            + ("; use a newer base system (or a build for an older one)" if system else ""),
-            details={"soname": p.soname, "missing": list(p.missing), "provided_by": str(p.provided_by)}))
+        out.append(
+            Finding(
+                code="SM-GLIBC" if system else "SM-SYMVER-MISSING",
+                severity=Severity.FAIL,
+                cell=cell,
+                subject=r.relpath,
+                message=f"{r.relpath} needs {', '.join(p.missing)} from {p.soname}, which "
+                f"{p.provided_by} does not provide"
+                + ("; use a newer base system (or a build for an older one)" if system else ""),
+                details={
+                    "soname": p.soname,
+                    "missing": list(p.missing),
+                    "provided_by": str(p.provided_by),
+                },
+            )
+        )
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Coverage:
+    per_target: dict[str, dict[str, str]]
+    summary: dict[str, str]
+    not_loaded: dict[str, list[str]]
+    optional: dict[str, str]  # relpath -> feature it serves
+
+
 def _coverage(
-    results: Sequence[_ExtResult], targets: Sequence[str], rules: Sequence[coverage.LoaderRule]
-) -> tuple[dict[str, dict[str, str]], dict[str, str], dict[str, list[str]]]:
-    cov: dict[str, dict[str, str]] = {}
+    results: Sequence[_ExtResult],
+    targets: Sequence[str],
+    rules: Sequence[coverage.LoaderRule],
+    optional: Sequence[coverage.OptionalRule],
+) -> _Coverage:
+    per_target: dict[str, dict[str, str]] = {}
     summary: dict[str, str] = {}
     not_loaded: dict[str, list[str]] = {}
+    features = {
+        r.relpath: f for r in results if (f := coverage.optional_feature(r.relpath, optional))
+    }
     for text in targets:
         target = coverage.parse_target(text)
-        per: dict[str, str] = {}
+        per: dict[str, coverage.Coverage] = {}
         for r in results:
             if not r.scan.fatbin:
                 continue
@@ -227,31 +293,63 @@ def _coverage(
                 not_loaded.setdefault(text, []).append(r.relpath)
                 continue
             per[r.relpath] = coverage.judge(r.scan.fatbin, target)
-        cov[text] = per
-        summary[text] = coverage.worst(per.values())  # type: ignore[arg-type]
-    return cov, summary, not_loaded
+        per_target[text] = dict(per)
+        summary[text] = coverage.worst(v for k, v in per.items() if k not in features)
+    return _Coverage(
+        per_target=per_target, summary=summary, not_loaded=not_loaded, optional=features
+    )
 
 
-def _coverage_findings(cov: dict[str, dict[str, str]], cell: str | None) -> list[Finding]:
+def _coverage_findings(cov: _Coverage, cell: str | None) -> list[Finding]:
     out: list[Finding] = []
-    for target, per in cov.items():
+    for target, per in cov.per_target.items():
         for rel, value in sorted(per.items()):
-            if value == "none":
-                out.append(Finding(
-                    code="SM-ARCH-NONE", severity=Severity.FAIL, cell=cell, subject=rel,
-                    message=f"{rel} has no GPU code that runs on {target} (no matching cubin, no "
-                    "PTX it can JIT from); use a build that includes this arch",
-                    details={"target": target}))
+            feature = cov.optional.get(rel)
+            if feature is not None and value != "native":
+                how = "only through PTX JIT" if value == "ptx" else "not at all"
+                out.append(
+                    Finding(
+                        code="SM-ARCH-OPTIONAL",
+                        severity=Severity.INFO,
+                        cell=cell,
+                        subject=rel,
+                        message=f"{rel} runs on {target} {how}; it is imported only for {feature}, "
+                        "which is therefore unavailable or slow to start there",
+                        details={"target": target, "coverage": value},
+                    )
+                )
+            elif value == "none":
+                out.append(
+                    Finding(
+                        code="SM-ARCH-NONE",
+                        severity=Severity.FAIL,
+                        cell=cell,
+                        subject=rel,
+                        message=f"{rel} has no GPU code that runs on {target} "
+                        "(no matching cubin, no "
+                        "PTX it can JIT from); use a build that includes this arch",
+                        details={"target": target},
+                    )
+                )
             elif value == "ptx":
-                out.append(Finding(
-                    code="SM-ARCH-PTX-ONLY", severity=Severity.WARN, cell=cell, subject=rel,
-                    message=f"{rel} runs on {target} only through PTX JIT (slow first launch, "
-                    "needs a driver at least as new as the toolkit); a build with a native "
-                    "cubin avoids it", details={"target": target}))
+                out.append(
+                    Finding(
+                        code="SM-ARCH-PTX-ONLY",
+                        severity=Severity.WARN,
+                        cell=cell,
+                        subject=rel,
+                        message=f"{rel} runs on {target} only through PTX JIT (slow first launch, "
+                        "needs a driver at least as new as the toolkit); a build with a native "
+                        "cubin avoids it",
+                        details={"target": target},
+                    )
+                )
     return out
 
 
-def _cuda_findings(results: Sequence[_ExtResult], inventory: Inventory, cell: str | None) -> tuple[list[int], list[Finding]]:
+def _cuda_findings(
+    results: Sequence[_ExtResult], inventory: Inventory, cell: str | None
+) -> tuple[list[int], list[Finding]]:
     by_major: dict[int, list[str]] = {}
     for r in results:
         for m in _cuda_majors_of(r):
@@ -263,21 +361,33 @@ def _cuda_findings(results: Sequence[_ExtResult], inventory: Inventory, cell: st
     if len(majors) < 2:
         return majors, []
     parts = "; ".join(f"CUDA {m}: {', '.join(v[:4])}" for m, v in sorted(by_major.items()))
-    return majors, [Finding(
-        code="SM-CUDA-MIXED", severity=Severity.FAIL, cell=cell, subject="cuda",
-        message=f"one process would load {len(majors)} CUDA majors ({parts}); pick builds of "
-        "every package for one CUDA major",
-        details={"majors": {str(k): v for k, v in by_major.items()}})]
+    return majors, [
+        Finding(
+            code="SM-CUDA-MIXED",
+            severity=Severity.FAIL,
+            cell=cell,
+            subject="cuda",
+            message=f"one process would load {len(majors)} CUDA majors ({parts}); pick builds of "
+            "every package for one CUDA major",
+            details={"majors": {str(k): v for k, v in by_major.items()}},
+        )
+    ]
 
 
 def _known_bad(inventory: Inventory, cell: str | None) -> list[Finding]:
     out: list[Finding] = []
     for rule in _data.load("known_bad.toml").get("bad", []):
         if all(_installed_matches(inventory, name, spec) for name, spec in rule["when"].items()):
-            out.append(Finding(
-                code="SM-KNOWN-BAD", severity=Severity(rule.get("severity", "fail")), cell=cell,
-                subject=rule["id"], message=" ".join(str(rule["message"]).split()),
-                details={"when": dict(rule["when"])}))
+            out.append(
+                Finding(
+                    code="SM-KNOWN-BAD",
+                    severity=Severity(rule.get("severity", "fail")),
+                    cell=cell,
+                    subject=rule["id"],
+                    message=" ".join(str(rule["message"]).split()),
+                    details={"when": dict(rule["when"])},
+                )
+            )
     return out
 
 
@@ -297,58 +407,123 @@ def _torch_cuda(inventory: Inventory) -> str | None:
         return None
     version_py = torch.site_packages / "torch" / "version.py"
     try:
-        m = re.search(r"^cuda\s*(?::\s*\S+\s*)?=\s*['\"]([\d.]+)['\"]", version_py.read_text(), re.M)
+        m = re.search(
+            r"^cuda\s*(?::\s*\S+\s*)?=\s*['\"]([\d.]+)['\"]", version_py.read_text(), re.M
+        )
     except OSError:
         return None
     return m.group(1) if m else None
 
 
-def _driver(cuda: str | None, inventory: Inventory, declared: str | None, cell: str | None) -> tuple[dict[str, Any], list[Finding]]:
+def _driver(
+    cuda: str | None, inventory: Inventory, declared: str | None, cell: str | None
+) -> tuple[dict[str, Any], list[Finding]]:
     runtime = cuda or _torch_cuda(inventory)
     found = driver.find_driver(declared)
-    data: dict[str, Any] = {"cuda": runtime, "required_min": None, "family_min": None,
-                            "found": found.version, "source": found.source}
+    data: dict[str, Any] = {
+        "cuda": runtime,
+        "required_min": None,
+        "family_min": None,
+        "found": found.version,
+        "source": found.source,
+    }
     if runtime is None:
         return data, []
     req = driver.requirement(runtime)
     data.update(required_min=req.toolkit_min, family_min=req.family_min)
     judged = driver.judge_driver(req, found)
     if judged == "too-old":
-        return data, [Finding(code="SM-DRIVER-OLD", severity=Severity.FAIL, cell=cell, subject="driver",
-                              message=f"CUDA {runtime} needs a driver >= {req.family_min} (>= {req.toolkit_min} "
-                              f"for full support); the {found.source} driver is {found.version}: upgrade it",
-                              details=req.to_dict())]
+        return data, [
+            Finding(
+                code="SM-DRIVER-OLD",
+                severity=Severity.FAIL,
+                cell=cell,
+                subject="driver",
+                message=f"CUDA {runtime} needs a driver >= {req.family_min} (>= {req.toolkit_min} "
+                f"for full support); the {found.source} driver is {found.version}: upgrade it",
+                details=req.to_dict(),
+            )
+        ]
     if judged == "minor-compat":
-        return data, [Finding(code="SM-DRIVER-MINOR-COMPAT", severity=Severity.WARN, cell=cell, subject="driver",
-                              message=f"CUDA {runtime} is built for driver >= {req.toolkit_min}; the {found.source} "
-                              f"driver {found.version} runs it only through minor-version compatibility "
-                              "(no PTX JIT); upgrade the driver", details=req.to_dict())]
+        return data, [
+            Finding(
+                code="SM-DRIVER-MINOR-COMPAT",
+                severity=Severity.WARN,
+                cell=cell,
+                subject="driver",
+                message=f"CUDA {runtime} is built for driver >= {req.toolkit_min}; "
+                f"the {found.source} "
+                f"driver {found.version} runs it only through minor-version compatibility "
+                "(no PTX JIT); upgrade the driver",
+                details=req.to_dict(),
+            )
+        ]
     if judged == "unknown":
-        return data, [Finding(code="SM-DRIVER-UNKNOWN", severity=Severity.INFO, cell=cell, subject="driver",
-                              message=f"no NVIDIA driver on this machine and none declared (spec `driver`); "
-                              f"CUDA {runtime} needs >= {req.toolkit_min}", details=req.to_dict())]
+        return data, [
+            Finding(
+                code="SM-DRIVER-UNKNOWN",
+                severity=Severity.INFO,
+                cell=cell,
+                subject="driver",
+                message=f"no NVIDIA driver on this machine and none declared (spec `driver`); "
+                f"CUDA {runtime} needs >= {req.toolkit_min}",
+                details=req.to_dict(),
+            )
+        ]
     return data, []
 
 
-def _probe_findings(python: Sequence[str], log_path: Path | None, env: dict[str, str], cell: str | None) -> tuple[dict[str, Any] | None, list[Finding]]:
+def _probe_findings(
+    python: Sequence[str], log_path: Path | None, env: dict[str, str], cell: str | None
+) -> tuple[dict[str, Any] | None, list[Finding]]:
     try:
         data = probe.run_probe(python, log_path=log_path, env=env or None)
     except probe.ProbeFailed as exc:
-        return None, [Finding(code="SM-PROBE-FAILED", severity=Severity.WARN, cell=cell, subject="probe",
-                              message=f"the runtime probe did not run: {exc}")]
+        return None, [
+            Finding(
+                code="SM-PROBE-FAILED",
+                severity=Severity.WARN,
+                cell=cell,
+                subject="probe",
+                message=f"the runtime probe did not run: {exc}",
+            )
+        ]
     out: list[Finding] = []
     for name, res in sorted(data.get("imports", {}).items()):
         if res.get("installed") and not res.get("ok"):
             err = res.get("error", {})
-            out.append(Finding(code="SM-IMPORT-FAILED", severity=Severity.FAIL, cell=cell, subject=name,
-                               message=f"import {name} fails: {err.get('type')}: {err.get('message')}",
-                               details={"error": err}))
+            out.append(
+                Finding(
+                    code="SM-IMPORT-FAILED",
+                    severity=Severity.FAIL,
+                    cell=cell,
+                    subject=name,
+                    message=f"import {name} fails: {err.get('type')}: {err.get('message')}",
+                    details={"error": err},
+                )
+            )
     if not data.get("gpu", {}).get("cuda_available"):
-        out.append(Finding(code="SM-NO-GPU", severity=Severity.INFO, cell=cell, subject="gpu",
-                           message=f"no CUDA device ({data.get('gpu', {}).get('reason')}); GPU smoke ops not run"))
+        out.append(
+            Finding(
+                code="SM-NO-GPU",
+                severity=Severity.INFO,
+                cell=cell,
+                subject="gpu",
+                message=f"no CUDA device ({data.get('gpu', {}).get('reason')}); "
+                "GPU smoke ops not run",
+            )
+        )
     elif data.get("smoke", {}).get("ok") is False:
-        out.append(Finding(code="SM-SMOKE-FAILED", severity=Severity.FAIL, cell=cell, subject="gpu",
-                           message=f"small GPU ops failed: {data['smoke']}", details=data["smoke"]))
+        out.append(
+            Finding(
+                code="SM-SMOKE-FAILED",
+                severity=Severity.FAIL,
+                cell=cell,
+                subject="gpu",
+                message=f"small GPU ops failed: {data['smoke']}",
+                details=data["smoke"],
+            )
+        )
     return data, out
 
 
@@ -370,7 +545,12 @@ def check_environment(
     inventory = read_inventory(site)
     ctx = libs.search_context(environment.root, site, environment.env)
     outcome = _static_check(
-        site, inventory, ctx, cell_id=cell_id, targets=targets, resolve=True,
+        site,
+        inventory,
+        ctx,
+        cell_id=cell_id,
+        targets=targets,
+        resolve=True,
         host_has_driver=driver.host_driver().version is not None,
     )
     findings, data = outcome.findings, outcome.data
@@ -380,7 +560,9 @@ def check_environment(
     data["driver"] = drv
     data["probe"] = None
     if run_probe:
-        data["probe"], probe_findings = _probe_findings(environment.python, log_path, environment.env, cell_id)
+        data["probe"], probe_findings = _probe_findings(
+            environment.python, log_path, environment.env, cell_id
+        )
         findings += probe_findings
     verdict = verdict_of(findings)
     data["verdict"] = verdict
@@ -405,8 +587,15 @@ def _static_check(
         try:
             r = _analyse(sp, path, ctx, index, inventory, resolve=resolve)
         except (OSError, ELFError, ValueError) as exc:
-            findings.append(Finding(code="SM-ELF-UNREADABLE", severity=Severity.WARN, cell=cell_id,
-                                    subject=str(path), message=f"cannot read {path}: {exc}"))
+            findings.append(
+                Finding(
+                    code="SM-ELF-UNREADABLE",
+                    severity=Severity.WARN,
+                    cell=cell_id,
+                    subject=str(path),
+                    message=f"cannot read {path}: {exc}",
+                )
+            )
             continue
         results.append(r)
         if resolve:
@@ -414,18 +603,25 @@ def _static_check(
             findings += _symbol_findings(r, cell_id)
     majors, cuda_findings = _cuda_findings(results, inventory, cell_id)
     findings += cuda_findings
-    cov, summary, not_loaded = _coverage(results, targets, coverage.loader_rules())
+    cov = _coverage(results, targets, coverage.loader_rules(), coverage.optional_rules())
     findings += _coverage_findings(cov, cell_id)
     data: dict[str, Any] = {
         "inventory": [d.to_dict() for d in inventory.distributions],
         "cuda_majors": majors,
         "extensions": [_ext_data(r) for r in results],
-        "coverage": cov,
-        "target_summary": summary,
-        "not_loaded": not_loaded,
+        **_coverage_data(cov),
         "targets": list(targets),
     }
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
+
+
+def _coverage_data(cov: _Coverage) -> dict[str, Any]:
+    return {
+        "coverage": cov.per_target,
+        "target_summary": cov.summary,
+        "not_loaded": cov.not_loaded,
+        "optional": cov.optional,
+    }
 
 
 def inspect_path(path: Path, *, targets: Sequence[str]) -> CheckOutcome:
@@ -444,10 +640,24 @@ def inspect_path(path: Path, *, targets: Sequence[str]) -> CheckOutcome:
             return _finish(outcome, path)
     venv_site = sorted(path.glob("lib/python3*/site-packages"))
     if (path / "pyvenv.cfg").is_file() and venv_site:
-        env = Environment(backend="venv", python=(str(path / "bin" / "python"),), prefix=path,
-                          site_packages=tuple(venv_site))
-        return _finish(check_environment(env, cell_id=None, targets=targets, cuda=None,
-                                         declared_driver=None, log_path=None, run_probe=False), path)
+        env = Environment(
+            backend="venv",
+            python=(str(path / "bin" / "python"),),
+            prefix=path,
+            site_packages=tuple(venv_site),
+        )
+        return _finish(
+            check_environment(
+                env,
+                cell_id=None,
+                targets=targets,
+                cuda=None,
+                declared_driver=None,
+                log_path=None,
+                run_probe=False,
+            ),
+            path,
+        )
     return _finish(_inspect_dir(path, targets, resolve=False), path)
 
 
@@ -464,20 +674,29 @@ def _finish(outcome: CheckOutcome, path: Path) -> CheckOutcome:
 def _inspect_dir(root: Path, targets: Sequence[str], *, resolve: bool) -> CheckOutcome:
     inventory = read_inventory([root])
     ctx = libs.search_context(Path("/"), [root])
-    return _static_check([root], inventory, ctx, cell_id=None, targets=targets, resolve=resolve,
-                         host_has_driver=False)
+    return _static_check(
+        [root],
+        inventory,
+        ctx,
+        cell_id=None,
+        targets=targets,
+        resolve=resolve,
+        host_has_driver=False,
+    )
 
 
 def _inspect_files(files: list[tuple[Path, Path]], targets: Sequence[str]) -> CheckOutcome:
     index = libs.LibraryIndex()
     ctx = libs.search_context(Path("/"), [])
     results = [_analyse(sp, p, ctx, index, Inventory(), resolve=False) for sp, p in files]
-    cov, summary, not_loaded = _coverage(results, targets, ())
+    cov = _coverage(results, targets, (), ())
     findings = _coverage_findings(cov, None)
     data: dict[str, Any] = {
-        "inventory": [], "cuda_majors": sorted({m for r in results for m in _cuda_majors_of(r)}),
-        "extensions": [_ext_data(r) for r in results], "coverage": cov,
-        "target_summary": summary, "not_loaded": not_loaded, "targets": list(targets),
+        "inventory": [],
+        "cuda_majors": sorted({m for r in results for m in _cuda_majors_of(r)}),
+        "extensions": [_ext_data(r) for r in results],
+        **_coverage_data(cov),
+        "targets": list(targets),
     }
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
 
@@ -492,4 +711,3 @@ def _extract_wheel(wheel: Path, dest: Path) -> None:
             wanted = name.endswith(".so") or ".so." in name or ".dist-info/" in name
             if wanted:
                 zf.extract(info, dest)
-

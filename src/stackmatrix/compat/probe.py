@@ -37,7 +37,9 @@ def parse_output(text: str) -> dict[str, Any]:
         if line.startswith(MARKER):
             data: dict[str, Any] = json.loads(line[len(MARKER) :])
             return data
-    raise ProbeFailed("the probe printed no result; its output ends with:\n" + "\n".join(text.splitlines()[-15:]))
+    raise ProbeFailed(
+        "the probe printed no result; its output ends with:\n" + "\n".join(text.splitlines()[-15:])
+    )
 
 
 def run_probe(
@@ -63,7 +65,9 @@ def run_probe(
 def probe_main(argv: Sequence[str]) -> int:
     """`stackmatrix probe [--python PY] [--modules a,b] [--out FILE]`."""
     parser = argparse.ArgumentParser(prog="stackmatrix probe", description=probe_main.__doc__)
-    parser.add_argument("--python", default=sys.executable, help="interpreter to probe (default: this one)")
+    parser.add_argument(
+        "--python", default=sys.executable, help="interpreter to probe (default: this one)"
+    )
     parser.add_argument("--modules", default=None, help="comma-separated modules to import")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON to this file")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)

@@ -54,7 +54,8 @@ def _extensions(exts: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  cubins: {' '.join(ext['cubins']) or '-'}")
             lines.append(f"  ptx:    {' '.join(ext['ptx']) or '-'}")
             lines.append(
-                f"  fatbin entries: {ext['fatbin_entries']} ({ext['compressed_entries']} compressed)"
+                f"  fatbin entries: {ext['fatbin_entries']} "
+                f"({ext['compressed_entries']} compressed)"
             )
         else:
             lines.append("  no GPU code")
@@ -66,8 +67,10 @@ def _coverage(data: dict[str, Any]) -> list[str]:
     for target, per in data.get("coverage", {}).items():
         summary = data.get("target_summary", {}).get(target, "n/a")
         lines.append(f"{target}: {summary}")
+        optional = data.get("optional", {})
         for rel, value in sorted(per.items()):
-            lines.append(f"  {value:6} {rel}")
+            note = f"  (optional: {optional[rel]})" if rel in optional else ""
+            lines.append(f"  {value:6} {rel}{note}")
         for rel in data.get("not_loaded", {}).get(target, []):
             lines.append(f"  -      {rel} (not loaded on {target})")
     return lines

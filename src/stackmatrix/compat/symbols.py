@@ -33,9 +33,17 @@ _PROVIDERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^nccl"), "libnccl"),
     (re.compile(r"^numa_"), "libnuma.so.1"),
 )
-_TORCH_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch_cpu.so", "libtorch_cuda.so", "libtorch_python.so")
+_TORCH_LIBS = (
+    "libc10.so",
+    "libc10_cuda.so",
+    "libtorch_cpu.so",
+    "libtorch_cuda.so",
+    "libtorch_python.so",
+)
 # version nodes defined by the C runtime and the C++ runtime of the base system
-SYSTEM_RUNTIME = re.compile(r"^(?:libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|ld-linux|libstdc\+\+\.so|libgcc_s\.so)")
+SYSTEM_RUNTIME = re.compile(
+    r"^(?:libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|ld-linux|libstdc\+\+\.so|libgcc_s\.so)"
+)
 _CXX11 = "cxx11"
 _OLD_STRING = re.compile(r"[RP]K?Ss")
 
@@ -123,7 +131,7 @@ def _cause(provider: str, missing: bool, abi_differs: bool) -> str:
         return "built against another torch version than the one installed"
     if provider == "python":
         return "built for another Python version or ABI"
-    return f"the installed {provider} is older or otherwise different from the one it was built against"
+    return f"the installed {provider} differs from (or is older than) the one it was built against"
 
 
 def check_symbols(
@@ -184,7 +192,9 @@ def check_versions(
         lacking = tuple(v for v in versions if v not in defined)
         if lacking and defined:
             problems.append(
-                VersionProblem(soname=soname, required=tuple(versions), provided_by=path, missing=lacking)
+                VersionProblem(
+                    soname=soname, required=tuple(versions), provided_by=path, missing=lacking
+                )
             )
     return tuple(problems)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from stackmatrix import _proc
@@ -12,6 +14,7 @@ from stackmatrix import _proc
 log = logging.getLogger(__name__)
 
 EXPORT_TIMEOUT_S = 3600.0
+CREATE_TIMEOUT_S = 600.0
 _PREFIX = "rootfs-"
 _DONE = ".stackmatrix-export-complete"
 
@@ -24,8 +27,37 @@ def rootfs_dir(work_dir: Path, image_id: str) -> Path:
     return work_dir / f"{_PREFIX}{image_id.removeprefix('sha256:')[:12]}"
 
 
-def export_rootfs(docker: str, image_id: str, *, work_dir: Path, log_path: Path) -> Path:
-    """The exported filesystem of `image_id` under `work_dir` (exported once per id)."""
+@contextmanager
+def created_container(
+    docker: str, image: str, argv: Sequence[str], *, log_path: Path, owner: str
+) -> Iterator[str]:
+    """A stopped container of `image` (no network) that is removed when the block exits.
+
+    One container serves both the inventory (started once, attached) and the export,
+    because creating a container copies the whole image on the vfs storage driver."""
+    created = _proc.run(
+        [docker, "create", "-i", "--network=none", "--label", owner, image, *argv],
+        log_path=log_path,
+        timeout=CREATE_TIMEOUT_S,
+    )
+    if not created.ok:
+        raise ExportError(f"docker create {image} failed: {created.tail(5)}")
+    container = created.output.strip().splitlines()[-1]
+    try:
+        yield container
+    finally:
+        _proc.run([docker, "rm", "-f", container], log_path=log_path, timeout=CREATE_TIMEOUT_S)
+
+
+def start_attached(docker: str, container: str, stdin_data: bytes, timeout: float) -> _proc.ProcResult:
+    return _proc.run([docker, "start", "-a", "-i", container], stdin_data=stdin_data, timeout=timeout)
+
+
+def export_rootfs(
+    docker: str, container: str, image_id: str, *, work_dir: Path, log_path: Path
+) -> Path:
+    """The exported filesystem of `image_id` (taken from `container`, one of its
+    containers) under `work_dir`; exported once per image id."""
     dest = rootfs_dir(work_dir, image_id)
     if (dest / _DONE).is_file():
         return dest
@@ -36,7 +68,11 @@ def export_rootfs(docker: str, image_id: str, *, work_dir: Path, log_path: Path)
     tmp.mkdir(parents=True)
     tar = work_dir / f"{dest.name}.tar"
     try:
-        _export_tar(docker, image_id, tar, log_path)
+        res = _proc.run(
+            [docker, "export", "-o", tar, container], log_path=log_path, timeout=EXPORT_TIMEOUT_S
+        )
+        if not res.ok:
+            raise ExportError(f"docker export failed: {res.tail(5)}")
         # no device nodes or owners: the scan reads files, and this works unprivileged too
         res = _proc.run(
             ["tar", "-x", "-f", tar, "-C", tmp, "--no-same-owner", "--exclude=dev/*"],
@@ -50,24 +86,6 @@ def export_rootfs(docker: str, image_id: str, *, work_dir: Path, log_path: Path)
     (tmp / _DONE).write_text(image_id + "\n")
     tmp.rename(dest)
     return dest
-
-
-def _export_tar(docker: str, image_id: str, tar: Path, log_path: Path) -> None:
-    # a command is required when the image has none; the container is never started
-    created = _proc.run(
-        [docker, "create", image_id, "/bin/true"], log_path=log_path, timeout=300.0
-    )
-    if not created.ok:
-        raise ExportError(f"docker create {image_id} failed: {created.tail(5)}")
-    container = created.output.strip().splitlines()[-1]
-    try:
-        res = _proc.run(
-            [docker, "export", "-o", tar, container], log_path=log_path, timeout=EXPORT_TIMEOUT_S
-        )
-        if not res.ok:
-            raise ExportError(f"docker export failed: {res.tail(5)}")
-    finally:
-        _proc.run([docker, "rm", "-f", container], log_path=log_path, timeout=300.0)
 
 
 def _prune_others(work_dir: Path, *, keep: Path) -> None:

@@ -159,18 +159,22 @@ def _describe(engine: Engine, cell: Cell, image: dict[str, Any], tag: str, cell_
               log_path: Path, reused: bool, timings: dict[str, float]) -> BuildOutcome:  # fmt: skip
     image_id = str(image["Id"])
     started = time.monotonic()
-    inventory = _inventory(engine, tag, log_path)
-    if isinstance(inventory, BuildOutcome):
-        return inventory
-    timings["inventory"] = round(time.monotonic() - started, 3)
-    started = time.monotonic()
     try:
-        root = _docker_rootfs.export_rootfs(
-            engine.docker, image_id, work_dir=cell_dir, log_path=log_path
-        )
+        with _docker_rootfs.created_container(
+            engine.docker, tag, [IMAGE_PYTHON, "-"], log_path=log_path,
+            owner=f"{OWNER_LABEL}=stackmatrix",
+        ) as container:  # fmt: skip
+            inventory = _inventory(engine, container, tag, log_path)
+            if isinstance(inventory, BuildOutcome):
+                return inventory
+            timings["inventory"] = round(time.monotonic() - started, 3)
+            started = time.monotonic()
+            root = _docker_rootfs.export_rootfs(
+                engine.docker, container, image_id, work_dir=cell_dir, log_path=log_path
+            )
+            timings["export"] = round(time.monotonic() - started, 3)
     except _docker_rootfs.ExportError as exc:
         return _failed("export_failed", f"{tag}: {exc}")
-    timings["export"] = round(time.monotonic() - started, 3)
     lock = _lock(cell, inventory, root)
     environment = _environment(engine, cell, tag, root)
     what = "reused existing image" if reused else "built image"
@@ -185,18 +189,15 @@ def _describe(engine: Engine, cell: Cell, image: dict[str, Any], tag: str, cell_
     )
 
 
-def _inventory(engine: Engine, tag: str, log_path: Path) -> str | BuildOutcome:
+def _inventory(engine: Engine, container: str, tag: str, log_path: Path) -> str | BuildOutcome:
     """What lockscript.py prints when run by the image's venv python."""
     from stackmatrix.envs.lock import lockscript_path
 
-    argv = [engine.docker, "run", "--rm", "-i", "--network=none",
-            "--label", f"{OWNER_LABEL}=stackmatrix", tag, IMAGE_PYTHON, "-"]  # fmt: skip
-    res = _proc.run(
-        argv, timeout=INVENTORY_TIMEOUT_S, stdin_data=lockscript_path().read_bytes()
-    )
+    script = lockscript_path().read_bytes()
+    res = _docker_rootfs.start_attached(engine.docker, container, script, INVENTORY_TIMEOUT_S)
     if res.ok:
         return res.output
-    _log(log_path, f"$ {' '.join(argv)}\n{res.output}")
+    _log(log_path, f"$ {' '.join(res.argv)}\n{res.output}")
     if _NO_PYTHON.search(res.output) or "executable file not found" in res.output:
         return _failed(
             "no_python",

@@ -77,7 +77,9 @@ def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
     return out
 
 
-def interval_plot(rows: Sequence[IntervalRow], *, reference: float | None, unit: str, title: str) -> str:
+def interval_plot(
+    rows: Sequence[IntervalRow], *, reference: float | None, unit: str, title: str
+) -> str:
     values = [v for r in rows for v in (*r.points, r.low, r.high, r.center) if v is not None]
     if not values:
         return ""
@@ -92,7 +94,9 @@ def interval_plot(rows: Sequence[IntervalRow], *, reference: float | None, unit:
         )
     for i, row in enumerate(rows):
         y = _TOP + _ROW * i + _ROW / 2
-        out.append(f'<text x="{_LEFT - 10}" y="{y + 4:.1f}" class="label">{escape(row.label)}</text>')
+        out.append(
+            f'<text x="{_LEFT - 10}" y="{y + 4:.1f}" class="label">{escape(row.label)}</text>'
+        )
         out += _interval_marks(row, scale, y)
     out.append("</svg>")
     return "\n".join(out)
@@ -104,7 +108,8 @@ def _interval_marks(row: IntervalRow, scale: _Scale, y: float) -> list[str]:
         x1, x2 = scale.x(row.low), scale.x(row.high)
         out.append(
             f'<rect x="{x1:.1f}" y="{y - 7:.1f}" width="{max(x2 - x1, 1.5):.1f}" height="14" '
-            f'rx="3" class="ci {row.tone}"><title>{number(row.low)} – {number(row.high)}</title></rect>'
+            f'rx="3" class="ci {row.tone}"><title>{number(row.low)} to {number(row.high)}'
+            "</title></rect>"
         )
     for value in row.points:
         out.append(f'<circle cx="{scale.x(value):.1f}" cy="{y:.1f}" r="3.2" class="pt"/>')
@@ -131,8 +136,9 @@ def box_plot(rows: Sequence[BoxRow], *, unit: str, title: str) -> str:
         tip = ", ".join(f"{k} {number(v)}" for k, v in row.quantiles.items() if k.startswith("p"))
         out += [
             f'<text x="{_LEFT - 10}" y="{y + 4:.1f}" class="label">{escape(row.label)}</text>',
-            f'<g><title>{escape(tip)}</title>',
-            f'<line x1="{q["p5"]:.1f}" y1="{y:.1f}" x2="{q["p95"]:.1f}" y2="{y:.1f}" class="whisker"/>',
+            f"<g><title>{escape(tip)}</title>",
+            f'<line x1="{q["p5"]:.1f}" y1="{y:.1f}" x2="{q["p95"]:.1f}" y2="{y:.1f}" '
+            'class="whisker"/>',
             f'<rect x="{q["p25"]:.1f}" y="{y - 8:.1f}" width="{max(q["p75"] - q["p25"], 1.5):.1f}" '
             'height="16" class="box"/>',
             f'<line x1="{q["p50"]:.1f}" y1="{y - 8:.1f}" x2="{q["p50"]:.1f}" y2="{y + 8:.1f}" '

@@ -46,9 +46,7 @@ def build_report(
         notes = history.record(history_db, report, run_dir)
         report = dataclasses.replace(
             report,
-            cells=tuple(
-                dataclasses.replace(c, history=notes.get(c.id)) for c in report.cells
-            ),
+            cells=tuple(dataclasses.replace(c, history=notes.get(c.id)) for c in report.cells),
         )
     paths = {
         "markdown": run_dir / "matrix.md",

@@ -122,8 +122,8 @@ def diff(
     unintended: list[Difference] = []
     for key in sorted(set(cell.facts) | set(baseline.facts)):
         mine, theirs = cell.facts.get(key), baseline.facts.get(key)
-        source = (mine or theirs).source if (mine or theirs) else ""
-        if _source_of(mine, theirs) not in shared or _same(mine, theirs):
+        source = _source_of(mine, theirs)
+        if source not in shared or _same(mine, theirs):
             continue
         because = asked.get(key) or _follows_from_channel(key, mine, theirs, differs)
         item = _difference(key, mine, theirs, because, ranking, source)
@@ -176,7 +176,7 @@ def _shown(fact: Fact | None, other: Fact | None) -> str | None:
 
 
 def _definition_difference(field: str, values: Any) -> Difference:
-    base, mine = (values + [None, None])[:2] if isinstance(values, list) else (None, values)
+    base, mine = ([*values, None, None])[:2] if isinstance(values, list) else (None, values)
     return Difference(
         key=f"cell:{field}",
         baseline=None if base is None else text(base),

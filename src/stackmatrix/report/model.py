@@ -39,8 +39,16 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 MISSING = "missing"
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-_KEY_PACKAGES = ("torch", "sglang", "sgl-kernel", "sglang-kernel", "flashinfer-python", "vllm",
-                 "transformers", "triton")
+_KEY_PACKAGES = (
+    "torch",
+    "sglang",
+    "sgl-kernel",
+    "sglang-kernel",
+    "flashinfer-python",
+    "vllm",
+    "transformers",
+    "triton",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -436,11 +444,13 @@ def _versions(cell: CellResults) -> dict[str, str]:
     out: dict[str, str] = {}
     if build.get("python_version"):
         out["python"] = str(build["python_version"])
-    lock = {str(p.get("name", "")).lower(): str(p.get("version", "")) for p in build.get("lock") or []}
+    lock = {
+        str(p.get("name", "")).lower(): str(p.get("version", "")) for p in build.get("lock") or []
+    }
     out |= {name: lock[name] for name in _KEY_PACKAGES if name in lock}
     probe = check.get("probe") or {}
     if isinstance(probe, dict):
-        out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if k in probe and probe[k]}
+        out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if probe.get(k)}
     if bench.get("engine_version"):
         out["engine"] = f"{bench.get('engine', '')} {bench['engine_version']}".strip()
     return out

@@ -85,9 +85,9 @@ def render(report: MatrixReport) -> str:
         _spec(report),
     ]
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>stackmatrix: {escape(report.spec_name)}</title>"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<style>{_CSS}</style></head><body>\n"
         + "\n".join(b for b in body if b)
         + "\n</body></html>\n"
@@ -107,9 +107,12 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "
     head = "".join(f"<th>{_e(h.rstrip('#'))}</th>" for h in header)
     nums = [h.endswith("#") for h in header]
     body = "".join(
-        "<tr>" + "".join(
-            f'<td class="num">{c}</td>' if n else f"<td>{c}</td>" for c, n in zip(r, nums, strict=True)
-        ) + "</tr>"
+        "<tr>"
+        + "".join(
+            f'<td class="num">{c}</td>' if n else f"<td>{c}</td>"
+            for c, n in zip(r, nums, strict=True)
+        )
+        + "</tr>"
         for r in rows
     )
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -136,15 +139,25 @@ def _compat(report: MatrixReport) -> str:
     rows = []
     for c in report.cells:
         bench = c.phase("bench")
-        rows.append([
-            f"<b>{_e(c.id)}</b>" + (' <span class="muted">(baseline)</span>' if c.is_baseline else ""),
-            _status_badge(c.phase("build").status),
-            _badge(c.compat, _COMPAT_TONE.get(c.compat, "slower" if "fail" in c.compat else "open")),
-            *[_badge(c.targets.get(t, "unknown"), _TARGET_TONE.get(c.targets.get(t, ""), "open"))
-              for t in report.targets],
-            _status_badge(bench.status) + (f" <code>{_e(bench.code)}</code>" if bench.code else ""),
-            _verdict_badge(c),
-        ])
+        rows.append(
+            [
+                f"<b>{_e(c.id)}</b>"
+                + (' <span class="muted">(baseline)</span>' if c.is_baseline else ""),
+                _status_badge(c.phase("build").status),
+                _badge(
+                    c.compat, _COMPAT_TONE.get(c.compat, "slower" if "fail" in c.compat else "open")
+                ),
+                *[
+                    _badge(
+                        c.targets.get(t, "unknown"), _TARGET_TONE.get(c.targets.get(t, ""), "open")
+                    )
+                    for t in report.targets
+                ],
+                _status_badge(bench.status)
+                + (f" <code>{_e(bench.code)}</code>" if bench.code else ""),
+                _verdict_badge(c),
+            ]
+        )
     return "<h2>Compatibility</h2>" + _table(header, rows)
 
 
@@ -156,8 +169,14 @@ def _status_badge(status: str) -> str:
 def _performance(report: MatrixReport) -> str:
     label = _fmt.metric_label(report.headline)
     conf = f"{report.thresholds.confidence:.0%}"
-    header = ["cell", f"{label} median [{conf} CI]#", "launches × rounds#",
-              f"vs {report.baseline} [{conf} CI]#", "verdict", "vs last run"]
+    header = [
+        "cell",
+        f"{label} [{conf} CI]#",
+        "launches x rounds#",
+        f"vs {report.baseline} [{conf} CI]#",
+        "verdict",
+        "vs last run",
+    ]
     rows = [
         [
             _e(c.id),
@@ -187,8 +206,11 @@ def _performance(report: MatrixReport) -> str:
         title=f"{label} per cell",
     )
     return (
-        f"<h2>Performance: {_e(label)}</h2>" + _table(header, rows) + plot
-        + f'<p class="muted">{_e(_method(report))}</p>' + _calibration(report)
+        f"<h2>Performance: {_e(label)}</h2>"
+        + _table(header, rows)
+        + plot
+        + f'<p class="muted">{_e(_method(report))}</p>'
+        + _calibration(report)
     )
 
 
@@ -196,7 +218,7 @@ def _shape(c: CellReport) -> str:
     measured = [launch for launch in c.launches if launch.value is not None]
     if not measured:
         return "—"
-    return f"{len(measured)} × {max(len(launch.rounds) for launch in measured)}"
+    return f"{len(measured)} x {max(len(launch.rounds) for launch in measured)}"
 
 
 def _history(c: CellReport) -> str:
@@ -210,11 +232,16 @@ def _history(c: CellReport) -> str:
 
 def _method(report: MatrixReport) -> str:
     if report.sample_unit == "launch":
-        unit = ("Each server launch is one independent sample (rounds inside a launch are "
-                "summarized by their median first); intervals are Welch t intervals on log values.")
+        unit = (
+            "Each server launch is one independent sample (rounds inside a launch are "
+            "summarized by their median first); values are geometric means of launches, "
+            "intervals Welch t intervals on log values."
+        )
     else:
-        unit = ("Some cells had a single launch: their intervals come from rounds inside one "
-                "launch and ignore launch-to-launch noise.")
+        unit = (
+            "Some cells had a single launch: their intervals come from rounds inside one "
+            "launch and ignore launch-to-launch noise."
+        )
     return f"{unit} Changes under {report.thresholds.min_effect:.0%} count as no change."
 
 
@@ -228,7 +255,8 @@ def _calibration(report: MatrixReport) -> str:
         "<h3>Noise calibration (baseline as A/A)</h3>"
         f"<p>From {cal.launches} launches of <code>{_e(report.baseline)}</code>: "
         f"launch-to-launch sd {cal.per_launch_sd:.1%} (launch component {cal.launch_sd:.1%}), "
-        f"within a launch {within}. Smallest change a verdict finds {cal.power:.0%} of the time:</p>"
+        f"within a launch {within}. "
+        f"Smallest change a verdict finds {cal.power:.0%} of the time:</p>"
         + _table(["launches per cell#", "smallest detectable change#"], rows)
     )
 
@@ -242,7 +270,8 @@ def _drift_sections(report: MatrixReport) -> str:
         rows = _diff_rows(c.drift.unintended, numbered=True)
         table = (
             _table(["#", "setting", report.baseline, c.id, "kind", "from"], rows)
-            if rows else "<p>Nothing recorded differs beyond what the cell asks for.</p>"
+            if rows
+            else "<p>Nothing recorded differs beyond what the cell asks for.</p>"
         )
         out.append(
             f'<div class="drift {tone}"><h3>{_e(c.id)} is {_badge(c.verdict.value, tone)} '
@@ -257,9 +286,14 @@ def _diff_rows(diffs: Sequence[Difference], *, numbered: bool) -> list[list[str]
     for i, d in enumerate(diffs, 1):
         origin = _e(d.source)
         if d.evidence:
-            origin += f'<br><code>{_e(_fmt.shorten(d.evidence, 110))}</code>'
-        row = [f"<code>{_e(_fmt.setting(d))}</code>", _e(_fmt.shorten(d.baseline)),
-               _e(_fmt.shorten(d.value)), _e(d.label), origin]
+            origin += f"<br><code>{_e(_fmt.shorten(d.evidence, 110))}</code>"
+        row = [
+            f"<code>{_e(_fmt.setting(d))}</code>",
+            _e(_fmt.shorten(d.baseline)),
+            _e(_fmt.shorten(d.value)),
+            _e(d.label),
+            origin,
+        ]
         rows.append([str(i), *row] if numbered else row)
     return rows
 
@@ -278,9 +312,11 @@ def _distributions(report: MatrixReport) -> str:
     plots = []
     for metric, title in (("ttft_ms", "time to first token"), ("itl_ms", "inter-token latency")):
         plot = _svg.box_plot(
-            [_svg.BoxRow(label=c.id, quantiles=c.distributions.get(metric, {}))
-             for c in report.cells],
-            unit=f"{title} (ms): box p25–p75, line median, whiskers p5–p95",
+            [
+                _svg.BoxRow(label=c.id, quantiles=c.distributions.get(metric, {}))
+                for c in report.cells
+            ],
+            unit=f"{title} (ms): box p25 to p75, line median, whiskers p5 to p95",
             title=f"{title} per cell",
         )
         if plot:
@@ -301,20 +337,34 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
         parts += [f'<p class="muted">{_e(n)}</p>' for n in c.drift.not_compared]
         header = ["setting", report.baseline, c.id, "kind", "from"]
         if c.drift.unintended:
-            parts.append("<h3>Unintended differences</h3>"
-                         + _table(header, _diff_rows(c.drift.unintended, numbered=False)))
+            parts.append(
+                "<h3>Unintended differences</h3>"
+                + _table(header, _diff_rows(c.drift.unintended, numbered=False))
+            )
         if c.drift.intended:
-            parts.append("<h3>Intended differences</h3>"
-                         + _table(header, _diff_rows(c.drift.intended, numbered=False)))
+            parts.append(
+                "<h3>Intended differences</h3>"
+                + _table(header, _diff_rows(c.drift.intended, numbered=False))
+            )
     parts.append(_launches(c))
-    summary = (f"{_e(c.id)} — {_e(c.compat)}, {_e(c.verdict.value)} · {len(c.findings)} findings"
-               f" · {n_unintended} unintended differences")
+    summary = (
+        f"{_e(c.id)} — {_e(c.compat)}, {_e(c.verdict.value)} · {len(c.findings)} findings"
+        f" · {n_unintended} unintended differences"
+    )
     return f"<details><summary>{summary}</summary>{''.join(parts)}</details>"
 
 
 def _phases(c: CellReport) -> str:
-    rows = [[_e(p.phase), _status_badge(p.status), _e(p.code or ""), _e(p.message),
-             _e(f"{p.duration_s:.1f}")] for p in c.phases]
+    rows = [
+        [
+            _e(p.phase),
+            _status_badge(p.status),
+            _e(p.code or ""),
+            _e(p.message),
+            _e(f"{p.duration_s:.1f}"),
+        ]
+        for p in c.phases
+    ]
     return _table(["phase", "status", "code", "message", "seconds#"], rows)
 
 
@@ -332,8 +382,10 @@ def _findings(findings: Sequence[Finding]) -> str:
             f"{_e(f.message)}</li>"
             for f in sorted(by_kind[kind], key=lambda f: (_order(f.severity), f.code))
         )
-        out.append(f"<details open><summary>{_e(kind)} ({len(by_kind[kind])})</summary>"
-                   f"<ul>{items}</ul></details>")
+        out.append(
+            f"<details open><summary>{_e(kind)} ({len(by_kind[kind])})</summary>"
+            f"<ul>{items}</ul></details>"
+        )
     return "<h3>Findings</h3>" + "".join(out)
 
 
@@ -345,22 +397,31 @@ def _launches(c: CellReport) -> str:
     if not c.launches:
         return ""
     rows = [
-        [f"L{launch.index}", _e(launch.status), _e(_fmt.number(launch.value)),
-         _e(" ".join(_fmt.number(r) for r in launch.rounds)),
-         (_badge("outlier", "open") + " " if launch.outlier else "")
-         + _e(", ".join(f"{k}={v}" for k, v in launch.env_facts.items()))]
+        [
+            f"L{launch.index}",
+            _e(launch.status),
+            _e(_fmt.number(launch.value)),
+            _e(" ".join(_fmt.number(r) for r in launch.rounds)),
+            (_badge("outlier", "open") + " " if launch.outlier else "")
+            + _e(", ".join(f"{k}={v}" for k, v in launch.env_facts.items())),
+        ]
         for launch in c.launches
     ]
-    return "<h3>Launches</h3>" + _table(["launch", "status", "median#", "rounds", "environment"], rows)
+    return "<h3>Launches</h3>" + _table(
+        ["launch", "status", "median#", "rounds", "environment"], rows
+    )
 
 
 def _spec(report: MatrixReport) -> str:
     names = sorted({k for c in report.cells for k in c.versions})
-    rows = [[f"<b>{_e(c.id)}</b>", *[_e(c.versions.get(n, "—")) for n in names]] for c in report.cells]
+    rows = [
+        [f"<b>{_e(c.id)}</b>", *[_e(c.versions.get(n, "—")) for n in names]] for c in report.cells
+    ]
     versions = _table(["cell", *names], rows) if names else ""
     spec = (
         f"<details><summary>spec.toml (hash {_e(report.spec_hash)})</summary>"
         f"<pre>{_e(report.spec_text)}</pre></details>"
-        if report.spec_text else '<p class="muted">spec.toml was not kept with these results.</p>'
+        if report.spec_text
+        else '<p class="muted">spec.toml was not kept with these results.</p>'
     )
     return "<h2>Spec and versions</h2>" + versions + spec

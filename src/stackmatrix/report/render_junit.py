@@ -31,7 +31,9 @@ def render(report: MatrixReport) -> str:
             elif message:
                 ET.SubElement(case, "system-out").text = message
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    )
 
 
 def _cases(report: MatrixReport, cell: CellReport) -> list[_Case]:

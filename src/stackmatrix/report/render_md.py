@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt
@@ -12,7 +12,8 @@ from stackmatrix.report.model import CellReport, MatrixReport
 from stackmatrix.report.stats import Verdict
 
 _BESIDE = 8  # unintended differences shown next to a verdict; the rest go to details
-_ICON = {Severity.FAIL: "❌", Severity.WARN: "⚠️", Severity.INFO: "ℹ️"}
+# Emoji render in GitHub's markdown and stay readable as text.
+_ICON = {Severity.FAIL: "❌", Severity.WARN: "⚠️", Severity.INFO: "ℹ️"}  # noqa: RUF001
 _SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -33,7 +34,7 @@ def _row(cells: Iterable[object]) -> str:
     return "| " + " | ".join(_esc(c) for c in cells) + " |"
 
 
-def _table(header: list[str], rows: list[list[object]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = [_row(header), "|" + "|".join("---" for _ in header) + "|"]
     return "\n".join(lines + [_row(r) for r in rows])
 
@@ -74,7 +75,7 @@ def _bench_status(c: CellReport) -> str:
         return f"{bench.status}" + (f": {bench.code}" if bench.code else "")
     measured = [launch for launch in c.launches if launch.value is not None]
     rounds = max((len(launch.rounds) for launch in measured), default=0)
-    return f"ok ({len(measured)}×{rounds})"
+    return f"ok ({len(measured)}x{rounds})"
 
 
 def _verdict_text(c: CellReport) -> str:
@@ -87,8 +88,8 @@ def _perf_table(report: MatrixReport) -> str:
     conf = f"{report.thresholds.confidence:.0%}"
     header = [
         "cell",
-        f"{label} (median, {conf} CI)",
-        "launches × rounds",
+        f"{label} ({conf} CI)",
+        "launches x rounds",
         f"vs {report.baseline} ({conf} CI)",
         "verdict",
         "vs last run",
@@ -115,7 +116,7 @@ def _shape(c: CellReport) -> str:
     if not measured:
         return "—"
     rounds = max(len(launch.rounds) for launch in measured)
-    return f"{len(measured)} × {rounds}"
+    return f"{len(measured)} x {rounds}"
 
 
 def _history(c: CellReport) -> str:
@@ -138,7 +139,8 @@ def _method_note(report: MatrixReport) -> str:
     if report.sample_unit == "launch":
         unit = (
             "Each server launch is one sample (its rounds are summarized by their median "
-            "first); intervals are Welch t intervals on log values"
+            "first); values are geometric means of launches, intervals Welch t intervals on "
+            "log values"
         )
     else:
         unit = (
@@ -243,11 +245,15 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
     if c.drift:
         parts += [f"- {note}" for note in c.drift.not_compared]
         if c.drift.unintended:
-            parts.append("Unintended differences:\n\n" + _diff_table(
-                report.baseline, c.id, c.drift.unintended, numbered=False))
+            parts.append(
+                "Unintended differences:\n\n"
+                + _diff_table(report.baseline, c.id, c.drift.unintended, numbered=False)
+            )
         if c.drift.intended:
-            parts.append("Intended differences:\n\n" + _diff_table(
-                report.baseline, c.id, c.drift.intended, numbered=False))
+            parts.append(
+                "Intended differences:\n\n"
+                + _diff_table(report.baseline, c.id, c.drift.intended, numbered=False)
+            )
     parts.append(_launches_md(c))
     body = "\n\n".join(p for p in parts if p)
     return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
@@ -297,11 +303,13 @@ def _launches_md(c: CellReport) -> str:
     rows = []
     for launch in c.launches:
         facts = ", ".join(f"{k}={v}" for k, v in launch.env_facts.items()) if launch.outlier else ""
-        rows.append([
-            f"L{launch.index}",
-            launch.status,
-            _fmt.number(launch.value),
-            " ".join(_fmt.number(r) for r in launch.rounds),
-            ("outlier: " + facts) if launch.outlier else "",
-        ])
+        rows.append(
+            [
+                f"L{launch.index}",
+                launch.status,
+                _fmt.number(launch.value),
+                " ".join(_fmt.number(r) for r in launch.rounds),
+                ("outlier: " + facts) if launch.outlier else "",
+            ]
+        )
     return "Launches:\n\n" + _table(["launch", "status", "median", "rounds", "note"], rows)

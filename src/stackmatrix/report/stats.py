@@ -9,7 +9,9 @@ Method (docs/report.md says the same at more length):
   a confidence interval for the ratio cell/baseline. It is analytic and deterministic,
   exact for log-normal noise, and still defined with two launches per cell, where a
   bootstrap (which cannot see beyond the values it resamples) is far too narrow.
-* The point estimate shown is the ratio of medians, robust to one odd launch.
+* The point estimate is the ratio of geometric means of the launch values, the center
+  of that interval, so the number and its interval always agree. (Within a launch the
+  median of rounds is used; the plain ratio of medians of launch values is kept too.)
 * Only one launch per cell: the rounds become the samples and the verdict says that its
   interval ignores launch-to-launch noise.
 """
@@ -101,9 +103,10 @@ def launch_samples(
 
 @dataclass(frozen=True, kw_only=True)
 class Interval:
-    """One cell's center (median of its samples) and a t interval for it."""
+    """One cell's typical value (geometric mean of its samples) and a t interval for it."""
 
     center: float
+    median: float
     low: float | None
     high: float | None
     n: int
@@ -111,7 +114,8 @@ class Interval:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "median": self.center,
+            "center": self.center,
+            "median": self.median,
             "low": self.low,
             "high": self.high,
             "n": self.n,
@@ -120,18 +124,21 @@ class Interval:
 
 
 def interval(samples: Samples, *, confidence: float = 0.95) -> Interval | None:
-    """The cell's median with a t interval (log scale) for its typical value."""
+    """The cell's geometric mean with a t interval on the log scale."""
     if not samples.values:
         return None
-    center = statistics.median(samples.values)
+    median = statistics.median(samples.values)
     n = len(samples.values)
-    if n < 2:
-        return Interval(center=center, low=None, high=None, n=n, unit=samples.unit)
     logs = [math.log(v) for v in samples.values]
-    half = t_ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(logs) / math.sqrt(n)
     mean = statistics.fmean(logs)
+    if n < 2:
+        return Interval(
+            center=math.exp(mean), median=median, low=None, high=None, n=n, unit=samples.unit
+        )
+    half = t_ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(logs) / math.sqrt(n)
     return Interval(
-        center=center,
+        center=math.exp(mean),
+        median=median,
         low=math.exp(mean - half),
         high=math.exp(mean + half),
         n=n,
@@ -150,8 +157,8 @@ class Comparison:
     unit: SampleUnit | None = None
     n_cell: int = 0
     n_baseline: int = 0
-    ratio: float | None = None  # ratio of medians, cell / baseline
-    ratio_mean: float | None = None  # ratio of geometric means, the interval's center
+    ratio: float | None = None  # cell / baseline, ratio of geometric means (interval center)
+    ratio_of_medians: float | None = None
     low: float | None = None
     high: float | None = None
     p_value: float | None = None
@@ -174,7 +181,7 @@ class Comparison:
             "n_baseline": self.n_baseline,
             "ratio": self.ratio,
             "change": self.change,
-            "ratio_mean": self.ratio_mean,
+            "ratio_of_medians": self.ratio_of_medians,
             "ci_low": self.low,
             "ci_high": self.high,
             "p_value": self.p_value,
@@ -254,7 +261,7 @@ def compare(
             ),
             n_cell=len(a.values),
             n_baseline=len(b.values),
-            ratio=_ratio(a, b),
+            ratio_of_medians=_ratio(a, b),
             needs_launches=3,
             **common,  # type: ignore[arg-type]
         )
@@ -293,8 +300,8 @@ def _decide(a: Samples, b: Samples, th: Thresholds, common: dict[str, Any]) -> C
         reason=reason,
         n_cell=len(a.values),
         n_baseline=len(b.values),
-        ratio=_ratio(a, b),
-        ratio_mean=math.exp(w.diff),
+        ratio=math.exp(w.diff),
+        ratio_of_medians=_ratio(a, b),
         low=low,
         high=high,
         p_value=p_value,
