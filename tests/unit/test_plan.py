@@ -20,8 +20,14 @@ def test_hash_is_stable_and_covers_the_environment() -> None:
     spec = parse_spec(RAW)
     a = spec.cell("a")
     assert content_hash(a) == content_hash(parse_spec(RAW).cell("a"))
-    for change in ({"python": "3.12"}, {"pins": ("six==1.15.0",)}, {"cuda": "12.8"},
-                   {"torch_backend": "cu128"}, {"find_links": ("/w",)}, {"backend": "docker"}):
+    for change in (
+        {"python": "3.12"},
+        {"pins": ("six==1.15.0",)},
+        {"cuda": "12.8"},
+        {"torch_backend": "cu128"},
+        {"find_links": ("/w",)},
+        {"backend": "docker"},
+    ):
         assert content_hash(replace(a, **change)) != content_hash(a), change  # type: ignore[arg-type]
     # pin order does not change the environment; runtime settings are not part of it
     two = replace(a, pins=("six==1.16.0", "packaging==24.1"))

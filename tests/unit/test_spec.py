@@ -153,9 +153,7 @@ def test_axes_expand_as_product_with_include_and_exclude() -> None:
 def test_axes_that_expand_to_nothing() -> None:
     found = problems({"name": "m", "axes": {"python": []}})
     assert any("axes.python: this axis has no values" in p for p in found)
-    found = problems(
-        {"name": "m", "axes": {"python": ["3.11"]}, "exclude": [{"python": "3.11"}]}
-    )
+    found = problems({"name": "m", "axes": {"python": ["3.11"]}, "exclude": [{"python": "3.11"}]})
     assert any("expand to no cell at all" in p for p in found)
 
 
