@@ -40,3 +40,11 @@ def _dead(pid: int) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_argv_is_never_a_shell_string(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    argv = [sys.executable, "-c", "import sys; print(sys.argv[1])", f"; touch {marker}"]
+    result = _proc.run(argv)
+    assert result.ok and f"; touch {marker}" in result.output
+    assert not marker.exists()
