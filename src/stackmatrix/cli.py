@@ -229,11 +229,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from stackmatrix.report import build_report
 
     outcome = build_report(args.results, fail_on=_fail_on(args.fail_on), history_db=args.history)
-    for path in outcome.paths:
+    for path in (outcome.markdown, outcome.html, outcome.json, outcome.junit):
         print(path)
-    md = args.results / "matrix.md"
-    if md.exists():
-        write_step_summary(md.read_text(encoding="utf-8"))
+    write_step_summary(outcome.summary_markdown)
     if outcome.policy_failures:
         raise PolicyFailure("--fail-on matched: " + "; ".join(outcome.policy_failures))
     return 0

@@ -140,9 +140,10 @@ def merge_main(args: argparse.Namespace) -> int:
     from stackmatrix.report import build_report
 
     merged = merge(args.pieces, args.output)
-    outcome = build_report(
-        merged.path, fail_on=_fail_on(args.fail_on), history_db=args.history
-    )
+    # like `stackmatrix run`: without --fail-on, the policy the spec's [report] declares
+    recorded = merged.read_run().get("report", {}).get("fail_on", ())
+    fail_on = _fail_on(args.fail_on) or tuple(str(x) for x in recorded)
+    outcome = build_report(merged.path, fail_on=fail_on, history_db=args.history)
     print(f"merged {len(args.pieces)} piece(s) into {merged.path}")
     if outcome.policy_failures:
         raise PolicyFailure("--fail-on matched: " + "; ".join(outcome.policy_failures))

@@ -503,8 +503,9 @@ def report_phase(run: RunDir, opts: RunOptions, progress: Progress) -> tuple[lis
     outcome = build_report(
         run.path, fail_on=fail_on, history_db=opts.reports_dir / "history.sqlite"
     )
-    progress("report", "-", f"wrote {', '.join(p.name for p in outcome.paths)}")
-    return list(outcome.paths), list(outcome.policy_failures)
+    paths = [outcome.markdown, outcome.html, outcome.json, outcome.junit]
+    progress("report", "-", f"wrote {', '.join(p.name for p in paths)}")
+    return paths, list(outcome.policy_failures)
 
 
 def _describe(result: PhaseResult) -> str:

@@ -1,0 +1,96 @@
+"""`stackmatrix calibrate`: one cell as an A/A experiment over N server launches.
+
+It reports the launch-to-launch and within-launch variation of the headline metric
+and the smallest change a verdict could detect with K launches per cell (the power
+calculation is in stackmatrix.report.stats and described in docs/report.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from typing import Any
+
+from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
+from stackmatrix.results import RunDir
+from stackmatrix.spec import load_spec
+
+
+def launch_values(bench_data: dict[str, Any], metric: str) -> list[list[float]]:
+    """Round values of `metric`, one list per completed launch."""
+    out = []
+    for launch in bench_data.get("launches", []):
+        values = [
+            float(r["metrics"][metric])
+            for r in launch.get("rounds", [])
+            if isinstance(r.get("metrics", {}).get(metric), int | float)
+        ]
+        if values:
+            out.append(values)
+    return out
+
+
+def calibrate_main(args: argparse.Namespace) -> int:
+    from stackmatrix._console import Console
+    from stackmatrix.report.stats import calibrate
+
+    spec = load_spec(args.spec)
+    if spec.bench is None:
+        raise UsageError(f"{args.spec}: calibration needs a [bench] section")
+    if args.launches < 2:
+        raise UsageError("--launches must be at least 2 (3 or more is better)")
+    cell = args.cell[0] if args.cell else spec.baseline
+    spec = replace(spec, bench=replace(spec.bench, launches=args.launches))
+    opts = RunOptions(
+        spec=spec,
+        phases=("build", "check", "bench"),
+        cells=(cell,),
+        output=args.output,
+        reports_dir=args.reports_dir,
+        work_dir=args.work_dir or default_work_dir(),
+        resume=args.resume or args.output is not None,
+        force=args.force,
+        backend=args.backend,
+        order="sequential",
+        argv=tuple(sys.argv),
+    )
+    summary = run_pipeline(opts, Console().progress)
+    bench = RunDir(summary.run_dir).cell(cell).read("bench")
+    metric = spec.report.headline
+    values = launch_values(bench.data if bench else {}, metric)
+    if len(values) < 2:
+        raise ResultsError(
+            f"{cell}: only {len(values)} launch(es) produced {metric}; see "
+            f"{summary.run_dir / 'cells' / cell / 'bench.json'}"
+        )
+    cal = calibrate(values)
+    RunDir(summary.run_dir).write_json(
+        "calibration.json", {"cell": cell, "metric": metric, **cal.to_dict()}
+    )
+    print(render(cell, metric, values, cal.to_dict(), spec.report.min_effect))
+    return 0
+
+
+def render(
+    cell: str, metric: str, values: list[list[float]], cal: dict[str, Any], min_effect: float
+) -> str:
+    lines = [
+        f"calibration of {cell} on {metric}: {cal['launches']} launches, "
+        f"{cal['rounds_per_launch']:.1f} rounds each"
+    ]
+    for i, rounds in enumerate(values):
+        lines.append(f"  launch {i}: " + ", ".join(f"{v:.2f}" for v in rounds))
+    within = cal["within_sd"]
+    lines.append(
+        f"launch-to-launch sd: {cal['launch_sd'] * 100:.2f}%   within-launch sd: "
+        + (f"{within * 100:.2f}%" if within is not None else "n/a (1 round)")
+    )
+    lines.append(
+        f"smallest change a verdict can detect (alpha {cal['alpha']}, power {cal['power']}):"
+    )
+    for row in cal["detectable"]:
+        flag = "" if row["change"] <= min_effect else f"  (> min_effect {min_effect:.1%})"
+        lines.append(f"  {row['launches']:>3} launches per cell: {row['change'] * 100:.2f}%{flag}")
+    return "\n".join(lines)
