@@ -38,9 +38,21 @@ def wheel_path(arg: str | None) -> Path:
     if not path.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--python-version", "3.10", "--platform", "manylinux2014_x86_64",
-             "sgl-kernel==0.3.21", "-d", str(CACHE)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                "3.10",
+                "--platform",
+                "manylinux2014_x86_64",
+                "sgl-kernel==0.3.21",
+                "-d",
+                str(CACHE),
+            ],
             check=True,
         )
     return path
@@ -70,8 +82,12 @@ def with_tools(files: list[Path], cuobjdump: str) -> int:
     """The baseline: one process per fact, as a person would run them."""
     lines = 0
     for f in files:
-        for argv in ([cuobjdump, "--list-elf", str(f)], [cuobjdump, "--list-ptx", str(f)],
-                     ["readelf", "-d", "-W", str(f)], ["readelf", "--dyn-syms", "-W", str(f)]):
+        for argv in (
+            [cuobjdump, "--list-elf", str(f)],
+            [cuobjdump, "--list-ptx", str(f)],
+            ["readelf", "-d", "-W", str(f)],
+            ["readelf", "--dyn-syms", "-W", str(f)],
+        ):
             out = subprocess.run(argv, capture_output=True, text=True, check=False).stdout
             lines += out.count("\n")
     return lines
@@ -106,8 +122,12 @@ def main() -> int:
     tools_s, lines = best_of(lambda: with_tools(files, cuobjdump), args.repeats)
     ours_s, facts = best_of(lambda: with_stackmatrix(files), args.repeats)
     print(f"sgl-kernel 0.3.21: {len(files)} extensions, {size:.2f} GB")
-    print(f"cuobjdump --list-elf/--list-ptx + readelf -d/--dyn-syms: {tools_s:.3f} s ({lines} lines)")
-    print(f"stackmatrix scan_extension:                               {ours_s:.3f} s ({facts} facts)")
+    print(
+        f"cuobjdump --list-elf/--list-ptx + readelf -d/--dyn-syms: {tools_s:.3f} s ({lines} lines)"
+    )
+    print(
+        f"stackmatrix scan_extension:                               {ours_s:.3f} s ({facts} facts)"
+    )
     print(f"speed-up: {tools_s / ours_s:.1f}x")
     return 0
 

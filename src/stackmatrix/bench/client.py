@@ -84,6 +84,8 @@ def _r(value: float | None) -> float | None:
 class RoundOutcome:
     records: list[RequestRecord]
     duration_s: float  # from the round's start until its last request finished
+    t0: float  # time.perf_counter() at the round's start (records are relative to it)
+    cpu_s: float  # CPU time this process spent during the round (the client's cost)
 
 
 class StreamError(Exception):
@@ -102,11 +104,13 @@ async def run_round_async(requests: Sequence[BenchRequest], options: ClientOptio
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         sem = asyncio.Semaphore(limit)
+        cpu0 = time.process_time()
         t0 = time.perf_counter()
         tasks = [asyncio.create_task(_one(session, sem, req, options, t0)) for req in requests]
         records = list(await asyncio.gather(*tasks))
         duration = time.perf_counter() - t0
-    return RoundOutcome(records=records, duration_s=duration)
+        cpu = time.process_time() - cpu0
+    return RoundOutcome(records=records, duration_s=duration, t0=t0, cpu_s=cpu)
 
 
 async def _one(
@@ -163,28 +167,52 @@ async def _stream(
         if resp.status != 200:
             text = (await resp.text(errors="replace"))[:ERROR_TEXT_LIMIT]
             raise StreamError(f"HTTP {resp.status}: {text}")
-        last = start
-        done = False
-        async for raw in resp.content:
+        state = _StreamState(rec=rec, start=start, last=start)
+        pending = b""
+        # Read whatever has arrived and split it into lines ourselves: one await per
+        # network read instead of one per line keeps the client's cost per token low,
+        # and every line in one read did arrive at that read's time.
+        async for data in resp.content.iter_any():
             now = time.perf_counter()
-            line = raw.strip()
-            if not line or line.startswith(b":"):
-                continue  # blank separators and SSE comments (keep-alives)
-            if not line.startswith(b"data:"):
-                raise StreamError(f"malformed SSE line: {line[:80]!r}")
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                done = True
+            lines = (pending + data).split(b"\n")
+            pending = lines.pop()
+            if _lines(lines, state, now):
                 break
-            last = _chunk(data, rec, start, last, now)
-            done = done or rec.finish_reason is not None
-        if not done:
+        else:
+            if pending.strip():
+                _lines([pending], state, time.perf_counter())
+        if not state.done:
             raise StreamError(
                 "the stream ended before its final chunk (no finish_reason, no [DONE]): "
                 "the server dropped the connection"
             )
     if rec.output_tokens_source != "usage":
         rec.output_tokens = rec.content_chunks
+
+
+@dataclass(kw_only=True)
+class _StreamState:
+    rec: RequestRecord
+    start: float
+    last: float  # arrival time of the latest content chunk
+    done: bool = False  # saw a finish_reason or [DONE]
+
+
+def _lines(lines: list[bytes], state: _StreamState, now: float) -> bool:
+    """Account complete SSE lines that arrived at `now`; True once [DONE] is seen."""
+    for raw in lines:
+        line = raw.strip()
+        if not line or line.startswith(b":"):
+            continue  # blank separators and SSE comments (keep-alives)
+        if not line.startswith(b"data:"):
+            raise StreamError(f"malformed SSE line: {line[:80]!r}")
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            state.done = True
+            return True
+        state.last = _chunk(data, state.rec, state.start, state.last, now)
+        state.done = state.done or state.rec.finish_reason is not None
+    return False
 
 
 def _chunk(data: bytes, rec: RequestRecord, start: float, last: float, now: float) -> float:

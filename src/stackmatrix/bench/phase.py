@@ -264,7 +264,8 @@ def _run_launch(
     except server.ServerFailed as exc:
         srv = srv or exc.server
         launch.update(status="failed", code=exc.code, message=exc.message)
-    launch["teardown"] = srv.teardown.to_dict() if srv is not None else None
+    started_one = srv is not None and srv.proc is not None
+    launch["teardown"] = srv.teardown.to_dict() if srv is not None and started_one else None
     launch["finished"] = now_iso()
     launch["env_facts"]["after"] = envfacts.collect()
     return launch

@@ -39,6 +39,7 @@ _STACK_LIB = re.compile(
     r"nvrtc|nvJitLink|cupti|nvToolsExt|cufile|nvshmem|cusparseLt|mscclpp)"
 )
 _SKIP_DIRS = ("nvidia/", "torch/lib/")
+_DRIVER_MISSING = re.compile(r"libcuda\.so\.1: cannot open shared object file")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +139,9 @@ def _ext_data(r: _ExtResult) -> dict[str, Any]:
 
 
 def _cuda_majors_of(r: _ExtResult) -> set[int]:
-    names = set(r.scan.dynamic.needed) | set(r.closure.resolved)
+    # the extension's own DT_NEEDED: its closure includes torch's libraries, whose
+    # major is counted once, for torch
+    names = set(r.scan.dynamic.needed)
     return {m for n in names if (m := libs.cuda_major_of_soname(n)) is not None}
 
 
@@ -492,6 +495,19 @@ def _probe_findings(
     for name, res in sorted(data.get("imports", {}).items()):
         if res.get("installed") and not res.get("ok"):
             err = res.get("error", {})
+            if _DRIVER_MISSING.search(str(err.get("message"))) and not _has_gpu(data):
+                out.append(
+                    Finding(
+                        code="SM-IMPORT-NEEDS-DRIVER",
+                        severity=Severity.INFO,
+                        cell=cell,
+                        subject=name,
+                        message=f"import {name} needs the NVIDIA driver's libcuda.so.1, which "
+                        "this machine (no GPU, no driver) lacks; it is tried again on a GPU host",
+                        details={"error": err},
+                    )
+                )
+                continue
             out.append(
                 Finding(
                     code="SM-IMPORT-FAILED",
@@ -525,6 +541,10 @@ def _probe_findings(
             )
         )
     return data, out
+
+
+def _has_gpu(probe_data: dict[str, Any]) -> bool:
+    return bool(probe_data.get("gpu", {}).get("cuda_available") or probe_data.get("driver"))
 
 
 # --- entry points ----------------------------------------------------------------------

@@ -141,7 +141,7 @@ def run_streaming(
         fh.write(f"$ {' '.join(argv)}\n".encode())
         fh.flush()
         offset = fh.tell()
-        proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+        proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=fh,

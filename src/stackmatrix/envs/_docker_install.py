@@ -3,19 +3,23 @@
 It reads every value from plan.json next to it (written by the docker backend), so no
 spec value is ever spliced into shell text in the Dockerfile. It must not import
 stackmatrix and must run on whatever python3 the base image has, so it sticks to the
-standard library and Python 3.8 syntax.
+standard library and Python 3.8.
 
 usage: python3 install.py PLAN.json
 """
+
+from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 
-def _index_args(plan):  # type: ignore[no-untyped-def]
-    args = []
+def _index_args(plan: dict[str, Any]) -> list[str]:
+    args: list[str] = []
     if plan.get("index_url"):
         args += ["--index-url", plan["index_url"]]
     for url in plan.get("extra_index_urls", []):
@@ -27,51 +31,46 @@ def _index_args(plan):  # type: ignore[no-untyped-def]
     return args
 
 
-def _env(plan, here):  # type: ignore[no-untyped-def]
+def _env(plan: dict[str, Any], here: Path) -> dict[str, str]:
     env = dict(os.environ)
     # the cache lives on a BuildKit cache mount (or nowhere): copy, don't hardlink
     env["UV_LINK_MODE"] = "copy"
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
     env.update(plan.get("env", {}))
     if plan.get("ca_bundle"):
-        env["SSL_CERT_FILE"] = os.path.join(here, plan["ca_bundle"])
-    if plan.get("no_cache"):
-        env["UV_NO_CACHE"] = "1"
+        env["SSL_CERT_FILE"] = str(here / plan["ca_bundle"])
     return env
 
 
-def _run(argv, env):  # type: ignore[no-untyped-def]
+def _run(argv: list[str], env: dict[str, str]) -> None:
     print("stackmatrix-install: $ " + " ".join(argv), flush=True)
     rc = subprocess.call(argv, env=env)
     if rc != 0:
-        print("stackmatrix-install: command failed with exit code %d" % rc, flush=True)
+        print(f"stackmatrix-install: command failed with exit code {rc}", flush=True)
         sys.exit(rc)
 
 
-def main():  # type: ignore[no-untyped-def]
-    plan_path = os.path.abspath(sys.argv[1])
-    here = os.path.dirname(plan_path)
-    with open(plan_path, encoding="utf-8") as fh:
-        plan = json.load(fh)
-    uv = os.path.join(here, "uv")
-    venv = plan["venv"]
+def main() -> None:
+    plan_path = Path(sys.argv[1]).resolve()
+    here = plan_path.parent
+    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    uv = str(here / "uv")
+    venv = Path(plan["venv"])
     env = _env(plan, here)
-    _run([uv, "venv", "--python", plan["python"], venv], env)
-    requirements = os.path.join(here, plan["requirements"])
-    python = os.path.join(venv, "bin", "python")
+    _run([uv, "venv", "--python", plan["python"], str(venv)], env)
+    requirements = here / plan["requirements"]
+    compiled = venv / plan["compiled"]
+    if not requirements.read_text(encoding="utf-8").strip():
+        compiled.write_text("")
+        print("stackmatrix-install: no pins; the venv stays empty", flush=True)
+        return
     # resolve once, with index annotations (the lock records where each package came
     # from), then install exactly that: one resolution for all pins, as the venv backend
-    compiled = os.path.join(venv, plan["compiled"])
-    with open(requirements, encoding="utf-8") as fh:
-        if not fh.read().strip():
-            open(compiled, "w").close()
-            print("stackmatrix-install: no pins; the venv stays empty", flush=True)
-            return
-    py = ["--python", python]
+    py = ["--python", str(venv / "bin" / "python")]
     idx = _index_args(plan)
-    _run([uv, "pip", "compile", requirements, "-o", compiled, "--emit-index-annotation",
-          *py, *idx], env)  # fmt: skip
-    _run([uv, "pip", "sync", compiled, *py, *idx], env)
+    _run([uv, "pip", "compile", str(requirements), "-o", str(compiled),
+          "--emit-index-annotation", *py, *idx], env)  # fmt: skip
+    _run([uv, "pip", "sync", str(compiled), *py, *idx], env)
     print("stackmatrix-install: done", flush=True)
 
 

@@ -49,8 +49,12 @@ def created_container(
         _proc.run([docker, "rm", "-f", container], log_path=log_path, timeout=CREATE_TIMEOUT_S)
 
 
-def start_attached(docker: str, container: str, stdin_data: bytes, timeout: float) -> _proc.ProcResult:
-    return _proc.run([docker, "start", "-a", "-i", container], stdin_data=stdin_data, timeout=timeout)
+def start_attached(
+    docker: str, container: str, stdin_data: bytes, timeout: float
+) -> _proc.ProcResult:
+    return _proc.run(
+        [docker, "start", "-a", "-i", container], stdin_data=stdin_data, timeout=timeout
+    )
 
 
 def export_rootfs(
@@ -69,13 +73,15 @@ def export_rootfs(
     tar = work_dir / f"{dest.name}.tar"
     try:
         res = _proc.run(
-            [docker, "export", "-o", tar, container], log_path=log_path, timeout=EXPORT_TIMEOUT_S
+            [docker, "export", "-o", str(tar), container],
+            log_path=log_path,
+            timeout=EXPORT_TIMEOUT_S,
         )
         if not res.ok:
             raise ExportError(f"docker export failed: {res.tail(5)}")
         # no device nodes or owners: the scan reads files, and this works unprivileged too
         res = _proc.run(
-            ["tar", "-x", "-f", tar, "-C", tmp, "--no-same-owner", "--exclude=dev/*"],
+            ["tar", "-x", "-f", str(tar), "-C", str(tmp), "--no-same-owner", "--exclude=dev/*"],
             log_path=log_path,
             timeout=EXPORT_TIMEOUT_S,
         )

@@ -96,8 +96,11 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
     return _describe(engine, cell, image, tag, cell_dir, log_path, reused, timings)
 
 
+_Built = tuple[dict[str, Any], float]  # the inspected image and the build's duration
+
+
 def _build_image(engine: Engine, cell: Cell, spec_dir: Path, cell_dir: Path, log_path: Path,
-                 tag: str, content_hash: str) -> tuple[dict[str, Any], float] | BuildOutcome:  # fmt: skip
+                 tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
     try:
         ctx = _docker_context.render(
             cell, spec_dir=spec_dir, dest=cell_dir / "context", buildkit=engine.buildkit
@@ -380,7 +383,9 @@ def remove_container(name: str, *, owner: str | None = None) -> None:
         log.warning("container %r was not started by stackmatrix; leaving it alone", name)
         return
     if owner is not None and labels[OWNER_LABEL] != owner:
-        log.warning("container %r belongs to %s, not %s; leaving it", name, labels[OWNER_LABEL], owner)
+        log.warning(
+            "container %r belongs to %s, not %s; leaving it", name, labels[OWNER_LABEL], owner
+        )
         return
     rm = _proc.run([docker, "rm", "-f", str(info["Id"])], timeout=120.0)
     if not rm.ok:

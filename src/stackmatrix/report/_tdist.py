@@ -7,6 +7,7 @@ which is plenty fast for the handful of quantiles a report needs.
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import NormalDist
 
@@ -61,6 +62,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=4096)
 def t_ppf(p: float, df: float) -> float:
     """The p-quantile of Student's t with `df` degrees of freedom (df may be fractional)."""
     if not 0.0 < p < 1.0:

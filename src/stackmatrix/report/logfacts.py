@@ -102,6 +102,6 @@ def _match(pattern: LogPattern, line: str, file: str) -> LogFact | None:
     value = m.group("value") if "value" in pattern.regex.groupindex else pattern.value
     text = line.strip()
     if len(text) > _MAX_EVIDENCE:
-        start = max(0, m.start() - 20)
-        text = ("..." if start else "") + line[start : start + _MAX_EVIDENCE].strip() + "..."
+        # Timestamps and logger prefixes say little: keep the line from the match on.
+        text = line[m.start() : m.start() + _MAX_EVIDENCE].strip() + "..."
     return LogFact(fact=pattern.fact, value=str(value), evidence=text, file=file)

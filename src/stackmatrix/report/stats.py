@@ -28,6 +28,7 @@ from typing import Any, Literal
 from stackmatrix.report._tdist import t_cdf, t_ppf
 
 SampleUnit = Literal["launch", "round"]
+_LOWER_IS_BETTER = frozenset({"duration_s", "e2e_s", "errors"})
 
 
 class Verdict(enum.StrEnum):
@@ -51,8 +52,8 @@ class Thresholds:
 
 
 def higher_is_better(metric: str) -> bool:
-    """Throughputs grow when things get faster; latencies (`*_ms`, `*_s`) shrink."""
-    return not (metric.endswith("_ms") or metric.endswith("_s"))
+    """Throughputs (`*_throughput`, `*_tok_s`) grow when faster; latencies (`*_ms`) shrink."""
+    return not (metric.endswith("_ms") or metric in _LOWER_IS_BETTER)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,10 +231,16 @@ def launches_needed(
     sd: float, effect: float, *, alpha: float = 0.05, power: float = 0.8, limit: int = 200
 ) -> int | None:
     """Fewest launches per cell whose detectable change is at most `effect` (None: > limit)."""
-    for k in range(2, limit + 1):
-        if detectable_change(sd, k, alpha=alpha, power=power) <= effect:
-            return k
-    return None
+    if detectable_change(sd, limit, alpha=alpha, power=power) > effect:
+        return None
+    low, high = 1, limit  # the detectable change shrinks as launches grow: bisect
+    while high - low > 1:
+        mid = (low + high) // 2
+        if detectable_change(sd, mid, alpha=alpha, power=power) <= effect:
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 def compare(

@@ -72,6 +72,18 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def server_info(_: web.Request) -> web.Response:
+    # the shape of sglang's /server_info: resolved server args plus runtime state
+    return web.json_response(
+        {
+            "attention_backend": os.environ.get("FAKE_ATTENTION", "flashinfer"),
+            "port": 1,
+            "internal_states": [{"last_gen_throughput": 12.5}],
+            "version": "0.5.9-fake",
+        }
+    )
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["-c"]:  # the version probe: `python -c "...version..."`
         print("0.0.0+fake")
@@ -86,6 +98,7 @@ def main(argv: list[str]) -> int:
     app.router.add_get("/health", health)
     app.router.add_get("/health_generate", health)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/server_info", server_info)
     web.run_app(app, host=host, port=port, print=None)
     return 0
 

@@ -133,8 +133,9 @@ def test_http_500_mid_run(outcome):
     errors = _errors(run / "cells" / "http500")
     assert errors and all(e.startswith("HTTP 500") for e in errors)
     m = r.data["launches"][0]["rounds"][0]["metrics"]
-    # warm-up is request 1; the measured ones are 2..7, and every third one fails
-    assert m["errors"] == len(errors) == 2
+    # warm-up is request 1; the measured ones are 2..7, and every third one fails;
+    # two launches of one round each
+    assert m["errors"] == 2 and len(errors) == 4
     assert m["completed"] + m["errors"] == 6
     assert [f.code for f in r.findings] == ["SM-BENCH-REQUEST-ERRORS"]
 
@@ -194,3 +195,37 @@ def test_interrupt_then_resume(tmp_path):
     again = run_bench_phase(spec, run, ["a"], environments=envs, order="sequential",
                             progress=lambda c, m: messages.append(m))  # fmt: skip
     assert again["a"].finished == results["a"].finished  # complete: reused as is
+
+
+def test_external_engine_starts_nothing_and_reads_server_info(tmp_path):
+    import dataclasses
+    import os
+    import subprocess
+
+    from stackmatrix.bench.server import free_port, port_in_use
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(FAKE), "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, "FAKE_MODE": "ok", "FAKE_ATTENTION": "triton"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        base = _spec(tmp_path, ("ext",), launches=1)
+        assert base.bench is not None
+        bench = dataclasses.replace(base.bench, engine="external", url=f"http://127.0.0.1:{port}")
+        spec = dataclasses.replace(base, bench=bench)
+        results = run_bench_phase(spec, RunDir(tmp_path / "run"), ["ext"], environments={},
+                                  order="interleaved")  # fmt: skip
+        r = results["ext"]
+        assert r.status is Status.OK, r.message
+        assert r.data["engine_version"] == "0.5.9-fake"
+        assert r.data["effective_config"]["attention_backend"] == "triton"
+        assert "port" not in r.data["effective_config"]
+        assert r.data["server_info"]["internal_states"][0]["last_gen_throughput"] == 12.5
+        assert r.data["launches"][0]["teardown"] is None
+        assert proc.poll() is None and port_in_use(port)  # still running: not ours to stop
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

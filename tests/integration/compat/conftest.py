@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,7 +117,10 @@ def abi(tmp_path_factory: pytest.TempPathFactory) -> AbiFixtures:
     for name, src in (("v1", TORCH_V1), ("v2", TORCH_V2)):
         (d / name).mkdir()
         (d / name / "c10.cpp").write_text(src)
-        _run([gxx, "-shared", "-fPIC", "-Wl,-soname,libc10.so", "-o", "libc10.so", "c10.cpp"], d / name)
+        _run(
+            [gxx, "-shared", "-fPIC", "-Wl,-soname,libc10.so", "-o", "libc10.so", "c10.cpp"],
+            d / name,
+        )
     (d / "ext").mkdir()
     (d / "ext" / "ext.cpp").write_text(EXTENSION)
     _run(
@@ -127,13 +130,26 @@ def abi(tmp_path_factory: pytest.TempPathFactory) -> AbiFixtures:
     stub = d / "stub"
     stub.mkdir()
     (stub / "rt.c").write_text("int cudaGetDeviceCount(int* n) { *n = 0; return 0; }\n")
-    _run([gcc, "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", "libcudart.so", "rt.c"], stub)
+    _run(
+        [gcc, "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", "libcudart.so", "rt.c"], stub
+    )
     (stub / "user.c").write_text(
-        "int cudaGetDeviceCount(int*);\nint count(void) { int n; cudaGetDeviceCount(&n); return n; }\n"
+        "int cudaGetDeviceCount(int*);\n"
+        "int count(void) { int n; cudaGetDeviceCount(&n); return n; }\n"
     )
     _run(
-        [gcc, "-shared", "-fPIC", "-Wl,--no-as-needed", "-o", "cuda_user.so", "user.c",
-         "-L", str(stub), "-lcudart"],
+        [
+            gcc,
+            "-shared",
+            "-fPIC",
+            "-Wl,--no-as-needed",
+            "-o",
+            "cuda_user.so",
+            "user.c",
+            "-L",
+            str(stub),
+            "-lcudart",
+        ],
         stub,
     )
     (stub / "libcudart.so").unlink()  # now nothing provides libcudart.so.12
@@ -150,7 +166,9 @@ def cuobjdump_archs(cuobjdump: str, path: Path) -> list[tuple[str, str]]:
     """[(kind, arch)] in cuobjdump's order, arch as it prints it (sm_90a, sm_120...)."""
     out: list[tuple[str, str]] = []
     for flag, kind in (("--list-elf", "cubin"), ("--list-ptx", "ptx")):
-        proc = subprocess.run([cuobjdump, flag, str(path)], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [cuobjdump, flag, str(path)], capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0 and "does not contain" not in proc.stderr + proc.stdout:
             pytest.fail(f"cuobjdump {flag} {path} failed: {proc.stderr}")
         for line in proc.stdout.splitlines():
@@ -162,5 +180,7 @@ def cuobjdump_archs(cuobjdump: str, path: Path) -> list[tuple[str, str]]:
     return out
 
 
-def python_for_tests() -> str:
-    return sys.executable
+@pytest.fixture(scope="session")
+def cuobjdump_list(cuobjdump: str) -> Callable[[Path], list[tuple[str, str]]]:
+    """cuobjdump_archs bound to the cuobjdump found for this session."""
+    return lambda path: cuobjdump_archs(cuobjdump, path)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import AbiFixtures
 
 from stackmatrix.compat import libs, symbols
 from stackmatrix.compat.scan import scan_extension
@@ -14,8 +14,9 @@ pytestmark = pytest.mark.integration
 
 
 def _ctx(*process_dirs: Path) -> libs.SearchContext:
-    return libs.SearchContext(root=Path("/"), process_dirs=process_dirs,
-                              system_dirs=libs.system_dirs(Path("/")))
+    return libs.SearchContext(
+        root=Path("/"), process_dirs=process_dirs, system_dirs=libs.system_dirs(Path("/"))
+    )
 
 
 def _check(ext: Path, torch_dir: Path) -> tuple[libs.Closure, symbols.SymbolReport]:
@@ -25,7 +26,7 @@ def _check(ext: Path, torch_dir: Path) -> tuple[libs.Closure, symbols.SymbolRepo
     return closure, symbols.check_symbols(scan.symbols, closure.resolved, closure.missing, index)
 
 
-def test_extension_against_its_own_torch_is_clean(abi: AbiFixtures) -> None:
+def test_extension_against_its_own_torch_is_clean(abi: Any) -> None:
     closure, report = _check(abi.extension, abi.torch_v1)
     assert closure.resolved["libc10.so"] == abi.torch_v1 / "libc10.so"
     assert not closure.missing
@@ -33,19 +34,21 @@ def test_extension_against_its_own_torch_is_clean(abi: AbiFixtures) -> None:
     assert report.undefined_count >= 2
 
 
-def test_extension_against_other_torch_has_undefined_symbol(abi: AbiFixtures) -> None:
+def test_extension_against_other_torch_has_undefined_symbol(abi: Any) -> None:
     closure, report = _check(abi.extension, abi.torch_v2)
     assert closure.resolved["libc10.so"] == abi.torch_v2 / "libc10.so"
     [group] = report.groups
     assert group.provider == "libc10.so"
     assert not group.provider_missing
-    assert group.symbols == ("c10::removed_in_v2(std::__cxx11::basic_string<char, "
-                             "std::char_traits<char>, std::allocator<char> > const&)",)
+    assert group.symbols == (
+        "c10::removed_in_v2(std::__cxx11::basic_string<char, "
+        "std::char_traits<char>, std::allocator<char> > const&)",
+    )
     assert "another torch" in group.cause
     assert report.cxx11_abi is True
 
 
-def test_missing_cuda12_runtime(abi: AbiFixtures) -> None:
+def test_missing_cuda12_runtime(abi: Any) -> None:
     index = libs.LibraryIndex()
     closure = libs.needed_closure(abi.cudart_user, _ctx(), index)
     assert closure.missing == {"libcudart.so.12": abi.cudart_user}
@@ -55,7 +58,7 @@ def test_missing_cuda12_runtime(abi: AbiFixtures) -> None:
     assert group.provider == "libcudart" and group.provider_missing
 
 
-def test_runpath_origin_is_followed(abi: AbiFixtures, tmp_path: Path) -> None:
+def test_runpath_origin_is_followed(abi: Any, tmp_path: Path) -> None:
     import shutil
     import subprocess
 
@@ -64,15 +67,29 @@ def test_runpath_origin_is_followed(abi: AbiFixtures, tmp_path: Path) -> None:
     out.parent.mkdir()
     (tmp_path / "pkg" / "libs").mkdir()
     shutil.copy(abi.torch_v1 / "libc10.so", tmp_path / "pkg" / "libs" / "libc10.so")
-    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(out), str(src), "-L", str(abi.torch_v1),
-                    "-lc10", "-Wl,-rpath,$ORIGIN/libs", "-Wl,--enable-new-dtags"], check=True)
+    subprocess.run(
+        [
+            "g++",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(out),
+            str(src),
+            "-L",
+            str(abi.torch_v1),
+            "-lc10",
+            "-Wl,-rpath,$ORIGIN/libs",
+            "-Wl,--enable-new-dtags",
+        ],
+        check=True,
+    )
     scan = scan_extension(out)
     assert scan.dynamic.runpath == ("$ORIGIN/libs",)
     closure = libs.needed_closure(out, _ctx(), libs.LibraryIndex())
     assert closure.resolved["libc10.so"] == tmp_path / "pkg" / "libs" / "libc10.so"
 
 
-def test_glibc_versions_against_this_root(abi: AbiFixtures) -> None:
+def test_glibc_versions_against_this_root(abi: Any) -> None:
     index = libs.LibraryIndex()
     closure = libs.needed_closure(abi.extension, _ctx(abi.torch_v1), index)
     scan = scan_extension(abi.extension)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import cuobjdump_archs
 
 from stackmatrix.compat.phase import inspect_path
 from stackmatrix.compat.scan import scan_extension
@@ -30,9 +30,21 @@ def sgl_kernel_wheel() -> Path:
     path = CACHE / WHEEL
     if not path.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                "--python-version", "3.10", "--platform", "manylinux2014_x86_64",
-                "sgl-kernel==0.3.21", "-d", str(CACHE)]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.10",
+            "--platform",
+            "manylinux2014_x86_64",
+            "sgl-kernel==0.3.21",
+            "-d",
+            str(CACHE),
+        ]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not path.is_file():
             pytest.fail(f"could not download {WHEEL} from PyPI:\n{proc.stdout}\n{proc.stderr}")
@@ -52,10 +64,12 @@ def sgl_kernel_unpacked(sgl_kernel_wheel: Path) -> Path:
 
 
 @pytest.mark.parametrize("rel", EXTENSIONS)
-def test_arches_match_cuobjdump(sgl_kernel_unpacked: Path, cuobjdump: str, rel: str) -> None:
+def test_arches_match_cuobjdump(
+    sgl_kernel_unpacked: Path, cuobjdump_list: Callable[[Path], list[tuple[str, str]]], rel: str
+) -> None:
     path = sgl_kernel_unpacked / rel
     scan = scan_extension(path)
-    oracle = cuobjdump_archs(cuobjdump, path)
+    oracle = cuobjdump_list(path)
     for kind in ("cubin", "ptx"):
         assert [e.cuobjdump_arch for e in scan.fatbin if e.kind == kind] == [
             a for k, a in oracle if k == kind

@@ -3,12 +3,22 @@ from __future__ import annotations
 import pytest
 
 from stackmatrix.compat import coverage
-from stackmatrix.compat.fatbin import FatbinEntry
+from stackmatrix.compat.fatbin import FatbinEntry, Kind, Variant
 
 
-def entry(kind: str, sm: int, variant: str = "") -> FatbinEntry:
-    return FatbinEntry(kind=kind, sm=sm, variant=variant, flags=0, header_size=64, size=0,  # type: ignore[arg-type]
-                       compressed=False, compression=None, uncompressed_size=0, raw_kind=0)
+def entry(kind: Kind, sm: int, variant: Variant = "") -> FatbinEntry:
+    return FatbinEntry(
+        kind=kind,
+        sm=sm,
+        variant=variant,
+        flags=0,
+        header_size=64,
+        size=0,
+        compressed=False,
+        compression=None,
+        uncompressed_size=0,
+        raw_kind=0,
+    )
 
 
 def judge(entries: list[FatbinEntry], target: str) -> str:
@@ -17,8 +27,14 @@ def judge(entries: list[FatbinEntry], target: str) -> str:
 
 @pytest.mark.parametrize(
     ("text", "major", "minor"),
-    [("sm_120", 12, 0), ("sm_90a", 9, 0), ("compute_86", 8, 6), ("100", 10, 0), ("12.1", 12, 1),
-     ("sm_103f", 10, 3)],
+    [
+        ("sm_120", 12, 0),
+        ("sm_90a", 9, 0),
+        ("compute_86", 8, 6),
+        ("100", 10, 0),
+        ("12.1", 12, 1),
+        ("sm_103f", 10, 3),
+    ],
 )
 def test_parse_target(text: str, major: int, minor: int) -> None:
     t = coverage.parse_target(text)

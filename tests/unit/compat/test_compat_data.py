@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,8 +20,13 @@ def test_driver_table() -> None:
 
 @pytest.mark.parametrize(
     ("cuda", "found", "verdict"),
-    [("12.8", "570.26", "ok"), ("12.8", "550.54.14", "minor-compat"), ("12.8", "520.1", "too-old"),
-     ("13.0", "575.51.03", "too-old"), ("13.0", "580.159", "ok")],
+    [
+        ("12.8", "570.26", "ok"),
+        ("12.8", "550.54.14", "minor-compat"),
+        ("12.8", "520.1", "too-old"),
+        ("13.0", "575.51.03", "too-old"),
+        ("13.0", "580.159", "ok"),
+    ],
 )
 def test_judge_driver(cuda: str, found: str, verdict: str) -> None:
     req = driver.requirement(cuda)
@@ -32,21 +38,30 @@ def test_declared_driver_wins() -> None:
 
 
 def test_cuda_major_evidence() -> None:
-    major, ev = inventory.cuda_major("torch", "2.9.1+cu128", "cu128",
-                                     ["nvidia-cuda-runtime-cu12==12.8.90; platform_system == 'Linux'"], [])
+    major, ev = inventory.cuda_major(
+        "torch",
+        "2.9.1+cu128",
+        "cu128",
+        ["nvidia-cuda-runtime-cu12==12.8.90; platform_system == 'Linux'"],
+        [],
+    )
     assert major == 12 and any("+cu128" in e for e in ev)
     major, _ = inventory.cuda_major("torch", "2.11.0", None, ["nvidia-cuda-runtime==13.0.96"], [])
     assert major == 13
-    major, _ = inventory.cuda_major("sgl-kernel", "0.3.21", None, [], ["libcudart.so.12", "libc.so.6"])
+    major, _ = inventory.cuda_major(
+        "sgl-kernel", "0.3.21", None, [], ["libcudart.so.12", "libc.so.6"]
+    )
     assert major == 12
     assert inventory.cuda_major("numpy", "2.0", None, ["packaging"], ["libc.so.6"]) == (None, ())
 
 
-def test_read_inventory(tmp_path) -> None:
+def test_read_inventory(tmp_path: Path) -> None:
     info = tmp_path / "torch-2.9.1+cu128.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.9.1+cu128\n"
-                                   "Requires-Dist: nvidia-cublas-cu12==12.8.4.1\n\nbody\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.9.1+cu128\n"
+        "Requires-Dist: nvidia-cublas-cu12==12.8.4.1\n\nbody\n"
+    )
     (info / "RECORD").write_text("torch/__init__.py,,\n")
     inv = inventory.read_inventory([tmp_path])
     dist = inv.get("Torch")
@@ -57,6 +72,7 @@ def test_read_inventory(tmp_path) -> None:
 def test_verdict_of() -> None:
     def f(sev: Severity) -> Finding:
         return Finding(code="X", severity=sev, message="m")
+
     assert verdict_of([]) == "compatible"
     assert verdict_of([f(Severity.INFO)]) == "compatible"
     assert verdict_of([f(Severity.INFO), f(Severity.WARN)]) == "warnings"
@@ -64,12 +80,19 @@ def test_verdict_of() -> None:
 
 
 def test_probe_runs_without_stackmatrix_and_redacts(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {"PATH": "/usr/bin:/bin", "NCCL_DEBUG": "INFO", "SGLANG_API_TOKEN": "s3cret",
-           "CUDA_VISIBLE_DEVICES": "0"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "NCCL_DEBUG": "INFO",
+        "SGLANG_API_TOKEN": "s3cret",
+        "CUDA_VISIBLE_DEVICES": "0",
+    }
     data = probe.run_probe([sys.executable, "-I"], modules=["json", "no_such_module_x"], env=env)
     assert data["schema_version"] == 1
-    assert data["env"] == {"CUDA_VISIBLE_DEVICES": "0", "NCCL_DEBUG": "INFO",
-                           "SGLANG_API_TOKEN": "<redacted>"}
+    assert data["env"] == {
+        "CUDA_VISIBLE_DEVICES": "0",
+        "NCCL_DEBUG": "INFO",
+        "SGLANG_API_TOKEN": "<redacted>",
+    }
     assert data["imports"]["json"]["ok"] is True
     assert data["imports"]["no_such_module_x"] == {"installed": False}
     if not data["gpu"]["cuda_available"]:

@@ -11,8 +11,23 @@ from stackmatrix.compat.fatbin import FatbinError, parse_fatbin
 
 
 def _entry(kind: int, arch: int, flags: int, payload: bytes, header_size: int = 64) -> bytes:
-    head = struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, header_size, len(payload), 0, 0, 8, 1,
-                       arch, 0, 0, flags, 0, len(payload))
+    head = struct.pack(
+        "<HHIQIIHHIIIQQQ",
+        kind,
+        0x101,
+        header_size,
+        len(payload),
+        0,
+        0,
+        8,
+        1,
+        arch,
+        0,
+        0,
+        flags,
+        0,
+        len(payload),
+    )
     return head + b"\0" * (header_size - len(head)) + payload
 
 
@@ -22,11 +37,15 @@ def _container(*entries: bytes) -> bytes:
 
 
 def test_entries_flags_and_variable_header_sizes() -> None:
-    data = _container(
-        _entry(2, 90, 0x100011, b"x" * 24),
-        _entry(2, 100, 0x1200011, b"y" * 8, header_size=112),
-        _entry(1, 120, 0x8011, b"\x28\xb5\x2f\xfd" + b"z" * 12, header_size=80),
-    ) + b"\0" * 8 + _container(_entry(2, 80, 0x11, b"w" * 8))
+    data = (
+        _container(
+            _entry(2, 90, 0x100011, b"x" * 24),
+            _entry(2, 100, 0x1200011, b"y" * 8, header_size=112),
+            _entry(1, 120, 0x8011, b"\x28\xb5\x2f\xfd" + b"z" * 12, header_size=80),
+        )
+        + b"\0" * 8
+        + _container(_entry(2, 80, 0x11, b"w" * 8))
+    )
     entries = parse_fatbin(data)
     assert [e.arch for e in entries] == ["sm_90a", "sm_100f", "compute_120", "sm_80"]
     assert [e.cuobjdump_arch for e in entries] == ["sm_90a", "sm_100", "sm_120", "sm_80"]

@@ -1,0 +1,155 @@
+"""The report on hand-built results directories: missing, failed and broken pieces."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.report import build_report, parse_fail_on
+from stackmatrix.report.stats import Verdict
+
+from ._results import bench_data, finding, phase, run_dir, write
+
+AA = [[47.1, 47.3, 47.0], [46.2, 46.5, 46.4], [47.9, 47.6, 47.8], [46.8, 46.9, 47.2]]
+BASE_CONFIG = {"attn_implementation": "sdpa", "continuous_batching": True, "port": 8001,
+               "log_level": "info"}
+
+
+def _cpu_run(tmp_path):
+    defs = {
+        "sdpa": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"]},
+        "sdpa-again": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"]},
+        "eager": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"],
+                  "server_args": ["--attn-implementation", "eager"]},
+        "broken": {"python": "3.11", "pins": ["torch==9.9"]},
+        "corrupt": {"python": "3.11", "pins": ["torch==2.13.0"], "env": {"OMP_NUM_THREADS": "1"}},
+    }
+    rd = run_dir(tmp_path, cells=list(defs), baseline="sdpa", definitions=defs)
+    lock = [{"name": "torch", "version": "2.13.0+cpu", "source": "/opt/wheels"},
+            {"name": "transformers", "version": "4.57.1", "source": "pypi"}]
+    check = {"verdict": "compatible", "inventory": [], "cuda_majors": [], "extensions": [],
+             "coverage": {}, "target_summary": {"sm_90": "n/a"}, "driver": {},
+             "probe": {"torch": "2.13.0+cpu", "cuda": None, "devices": []}}
+    for cid in ("sdpa", "sdpa-again", "eager"):
+        cells = rd / "cells" / cid
+        write(cells / "build.json", phase(cid, "build", data={
+            "environment": {"backend": "venv", "python": ["py"], "env": {"HF_TOKEN": "hf_secret"}},
+            "lock": lock, "python_version": "3.11.9", "reused": False}))
+        write(cells / "check.json", phase(cid, "check", data=check, findings=[
+            finding("SM-ARCH-PTX-ONLY", "warn", "sm_90 runs PTX only: expect a JIT delay", cid,
+                    "libfoo.so")]))
+    values = {"sdpa": AA, "sdpa-again": [[v * 1.003 for v in r] for r in AA],
+              "eager": [[v * 0.75 for v in r] for r in AA]}
+    configs = {"sdpa": BASE_CONFIG, "sdpa-again": {**BASE_CONFIG, "port": 8002},
+               "eager": {**BASE_CONFIG, "attn_implementation": "eager", "port": 8003,
+                         "dtype": "float32"}}
+    for cid, vals in values.items():
+        write(rd / "cells" / cid / "bench.json",
+              phase(cid, "bench", data=bench_data(vals, config=configs[cid])))
+        (rd / "cells" / cid / "requests-L0-R0.jsonl").write_text(
+            '{"ttft_ms": 40.0, "itl_ms": [20.0, 21.0], "e2e_ms": 81, "output_tokens": 3, "error": null}\n'
+            'not json\n'
+            '{"ttft_ms": 900.0, "itl_ms": [], "e2e_ms": 900, "output_tokens": 0, "error": "timeout"}\n')
+    write(rd / "cells" / "broken" / "build.json", phase(
+        "broken", "build", status="failed", code="resolve_failed",
+        message="uv: no version of torch==9.9",
+        findings=[finding("SM-RESOLVE-FAILED", "fail", "torch==9.9 does not exist: fix the pin",
+                          "broken", "torch")]))
+    (rd / "cells" / "corrupt").mkdir(parents=True)
+    (rd / "cells" / "corrupt" / "bench.json").write_text("{ half a file")
+    return rd
+
+
+def test_report_survives_missing_failed_and_corrupt_files(tmp_path):
+    rd = _cpu_run(tmp_path)
+    outcome = build_report(rd, fail_on=["failed", "regression", "incompatible"])
+    report = outcome.report
+    broken, corrupt = report.cell("broken"), report.cell("corrupt")
+    assert broken.compat == "build failed" and broken.verdict is Verdict.NOT_MEASURED
+    assert broken.phase("check").status == "missing"
+    assert corrupt.problems and "bench.json unreadable" in corrupt.problems[0]
+    assert corrupt.compat == "not checked"
+    assert outcome.policy_failures == [
+        "broken: build failed (resolve_failed)",
+        *[f for f in outcome.policy_failures if f.startswith("eager")],
+    ]
+    assert any(f.startswith("eager: slower") for f in outcome.policy_failures)
+    md = outcome.markdown.read_text()
+    assert "build failed" in md and "bench.json unreadable" in md
+    assert "resolve_failed" in md and "torch==9.9 does not exist: fix the pin" in md
+
+
+def test_aa_and_a_real_difference_on_cpu_like_data(tmp_path):
+    report = build_report(_cpu_run(tmp_path)).report
+    again, eager = report.cell("sdpa-again"), report.cell("eager")
+    assert again.verdict is Verdict.NO_CHANGE
+    assert [d.key for d in again.drift.unintended] == ["server:port"]  # noise, nothing else
+    assert eager.verdict is Verdict.SLOWER
+    keys = [d.key for d in eager.drift.unintended]
+    # Asked for: the attention implementation. Not asked for: dtype (ranked above the port).
+    assert "server:attn_implementation" in {d.key for d in eager.drift.intended}
+    assert keys.index("server:dtype") < keys.index("server:port")
+
+
+def test_secrets_never_reach_the_outputs(tmp_path):
+    rd = _cpu_run(tmp_path)
+    outcome = build_report(rd)
+    for path in (outcome.markdown, outcome.html, outcome.json, outcome.junit):
+        assert "hf_secret" not in path.read_text()
+
+
+def test_json_is_schema_versioned_and_distributions_skip_errors(tmp_path):
+    outcome = build_report(_cpu_run(tmp_path))
+    data = json.loads(outcome.json.read_text())
+    assert data["schema_version"] == 1 and data["spec_name"] == "cpu-aa"
+    sdpa = next(c for c in data["cells"] if c["id"] == "sdpa")
+    assert sdpa["distributions"]["ttft_ms"]["p95"] == 40.0  # the timed-out request is out
+    assert sdpa["distributions"]["itl_ms"]["n"] == 2.0
+    assert sdpa["headline"]["n"] == 4 and sdpa["headline"]["unit"] == "launch"
+    assert data["calibration"]["launches"] == 4
+
+
+def test_junit_has_one_case_per_cell_and_check(tmp_path):
+    outcome = build_report(_cpu_run(tmp_path))
+    root = ET.parse(outcome.junit).getroot()
+    suites = {s.get("name").split(".")[-1]: s for s in root.iter("testsuite")}
+    assert set(suites) == {"sdpa", "sdpa-again", "eager", "broken", "corrupt"}
+    names = [c.get("name") for c in suites["eager"].iter("testcase")]
+    assert names == ["build", "compat", "coverage[sm_90]", "bench", "perf[output_throughput]"]
+    perf = suites["eager"].find("testcase[@name='perf[output_throughput]']")
+    assert perf.find("failure") is not None
+    build = suites["broken"].find("testcase[@name='build']")
+    assert "resolve_failed" in build.find("failure").get("message")
+    assert suites["broken"].get("failures") == "1"
+
+
+def test_summary_markdown_is_the_short_version(tmp_path):
+    outcome = build_report(_cpu_run(tmp_path))
+    assert "### Compatibility" in outcome.summary_markdown
+    assert "<details>" not in outcome.summary_markdown
+    assert "<details>" in outcome.markdown.read_text()
+
+
+def test_single_launch_cells_say_their_interval_ignores_launch_noise(tmp_path):
+    defs = {"a": {"python": "3.11"}, "b": {"python": "3.11", "env": {"X": "1"}}}
+    rd = run_dir(tmp_path, cells=["a", "b"], baseline="a", definitions=defs)
+    for cid, scale in (("a", 1.0), ("b", 1.0)):
+        write(rd / "cells" / cid / "bench.json",
+              phase(cid, "bench", data=bench_data([[47.0 * scale, 47.2, 46.9]], config={})))
+    outcome = build_report(rd)
+    assert outcome.report.sample_unit == "round"
+    assert "ignore launch-to-launch noise" in outcome.markdown.read_text()
+    assert outcome.report.calibration is None
+
+
+def test_missing_run_json_is_an_actionable_error(tmp_path):
+    with pytest.raises(ResultsError, match="not a stackmatrix results directory"):
+        build_report(tmp_path)
+
+
+def test_fail_on_parsing():
+    assert parse_fail_on(["incompatible,regression", "failed"]) == (
+        "incompatible", "regression", "failed")
+    with pytest.raises(UsageError, match="unknown value"):
+        parse_fail_on(["regresion"])

@@ -1,0 +1,95 @@
+"""The story behind stackmatrix (DESIGN.md): -6% that was not CUDA's doing.
+
+Baseline cu128 at 89.5 tok/s with attention_backend=flashinfer; the CUDA 13 cell at
+83.9 tok/s with attention_backend=triton and a server log saying DeepGEMM is enabled;
+five launches each with ~1% noise. The report must call it slower and name the
+attention backend and DeepGEMM beside it, first.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from stackmatrix.report import build_report
+from stackmatrix.report.stats import Verdict
+from stackmatrix.report.synthetic import story_cells, write_run
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture
+def story(tmp_path):
+    return write_run(
+        tmp_path / "run", spec_name="kimi-k25-cuda13", baseline="cu128",
+        cells=story_cells(), targets=["sm_120"], seed=7,
+    )
+
+
+def test_story_is_slower_with_attention_backend_and_deepgemm_named_first(story):
+    outcome = build_report(story, fail_on=["regression"])
+    cell = outcome.report.cell("cu130")
+    assert cell.verdict is Verdict.SLOWER
+    assert cell.comparison is not None and cell.comparison.unit == "launch"
+    assert cell.comparison.high is not None and cell.comparison.high < 0.98
+    assert cell.comparison.ratio == pytest.approx(83.9 / 89.5, abs=0.015)
+    assert cell.drift is not None
+    first_two = [(d.key, d.baseline, d.value) for d in cell.drift.unintended[:2]]
+    assert first_two == [
+        ("server:attention_backend", "flashinfer", "triton"),
+        ("log:deepgemm", "off", "on"),
+    ]
+    assert "DeepGemm is enabled" in (cell.drift.unintended[1].evidence or "")
+    # What the cell asked for is not blamed: flashinfer 0.6.4 and the cu130 torch build.
+    unintended = {d.key for d in cell.drift.unintended}
+    intended = {d.key for d in cell.drift.intended}
+    assert {"package:flashinfer-python", "package:torch", "cell:cuda"} <= intended
+    assert not unintended & intended
+    assert "probe:nccl" in unintended
+    assert outcome.policy_failures and outcome.policy_failures[0].startswith("cu130: slower")
+
+    md = outcome.markdown.read_text()
+    beside = md.split("### cu130 is slower", 1)[1].split("###", 1)[0]
+    rows = [line for line in beside.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
+    assert "`attention_backend` | flashinfer | triton" in rows[0]
+    assert "`deepgemm` | off | on" in rows[1]
+
+
+def test_story_json_carries_everything(story):
+    outcome = build_report(story)
+    data = json.loads(outcome.json.read_text())
+    assert data["schema_version"] == 1
+    cells = {c["id"]: c for c in data["cells"]}
+    assert cells["cu128"]["verdict"] == "baseline"
+    cu130 = cells["cu130"]
+    assert cu130["verdict"] == "slower"
+    assert cu130["comparison"]["unit"] == "launch"
+    assert cu130["drift"]["unintended"][0]["key"] == "server:attention_backend"
+    assert len(cu130["launches"]) == 5
+    assert cu130["distributions"]["ttft_ms"]["p50"] > 0
+    assert data["calibration"]["launches"] == 5
+
+
+def test_aa_pair_is_no_change(tmp_path):
+    base, _ = story_cells()
+    twin = type(base)(**{**base.__dict__, "id": "cu128-again"})
+    run = write_run(tmp_path / "aa", spec_name="aa", baseline="cu128",
+                    cells=[base, twin], targets=["sm_120"], seed=9)
+    outcome = build_report(run, fail_on=["regression"])
+    cell = outcome.report.cell("cu128-again")
+    assert cell.verdict is Verdict.NO_CHANGE
+    assert cell.drift is not None and cell.drift.unintended == ()
+    assert outcome.policy_failures == []
+
+
+@pytest.mark.parametrize("name", ["matrix.md", "junit.xml"])
+def test_story_golden(story, name):
+    build_report(story)
+    produced = (story / name).read_text()
+    golden = GOLDEN / f"story-{name}"
+    if os.environ.get("STACKMATRIX_UPDATE_GOLDEN"):
+        golden.write_text(produced)
+    assert produced == golden.read_text(), (
+        f"{name} changed; if intended, rerun with STACKMATRIX_UPDATE_GOLDEN=1 and review the diff"
+    )
