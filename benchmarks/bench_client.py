@@ -40,8 +40,9 @@ TRUTH = web.AppKey("truth", dict)
 
 async def _stream(request: web.Request) -> web.StreamResponse:
     body = await request.json()
-    idx = int(body["prompt"].split()[0])
-    first_s, gap_s = float(body["first_s"]), float(body["gap_s"])
+    idx_text, phase_text = body["prompt"].split()
+    idx = int(idx_text)
+    first_s, gap_s = float(body["first_s"]) + float(phase_text), float(body["gap_s"])
     sock = request.transport.get_extra_info("socket") if request.transport else None
     if sock is not None:
         # As uvicorn does: without it, Nagle holds small writes back until an ACK.
@@ -110,9 +111,10 @@ def _measure_timing(args: argparse.Namespace, port: int, core: int, server_core:
     _extra_payload(first_s, gap_s)
     n = args.streams * args.waves
     reqs = [
-        BenchRequest(index=i, prompt=f"{i} x", input_len=2, max_tokens=args.tokens, arrival_s=0.0)
+        BenchRequest(index=i, prompt=f"{i} {_phase(i, args)}", input_len=2,
+                     max_tokens=args.tokens, arrival_s=0.0)
         for i in range(n)
-    ]
+    ]  # fmt: skip
     opts = ClientOptions(
         base_url=f"http://127.0.0.1:{port}", model="m", max_concurrency=args.streams
     )
@@ -135,6 +137,8 @@ def _measure_timing(args: argparse.Namespace, port: int, core: int, server_core:
     tokens = m["total_output_tokens"]
     within = [e <= max(0.01 * g, 50e-6) for e, g in zip(gap_err, _truth_gaps(truth), strict=False)]
     report = {
+        "schedule": "lockstep" if args.lockstep else "staggered",
+        "gap_ms": args.gap_ms,
         "streams": args.streams,
         "requests": n,
         "tokens": tokens,
@@ -165,6 +169,14 @@ def _measure_timing(args: argparse.Namespace, port: int, core: int, server_core:
     return 0 if ok else 1
 
 
+def _phase(i: int, args: argparse.Namespace) -> float:
+    """Offset of stream i's schedule: spread over one gap, or 0 for all in lockstep
+    (every stream's token due at the same instant, as a batching engine emits them)."""
+    if args.lockstep:
+        return 0.0
+    return (i % args.streams) / args.streams * args.gap_ms / 1e3
+
+
 def _truth_gaps(truth: dict[int, list[float]]) -> list[float]:
     return [b - a for k in sorted(truth) for a, b in zip(truth[k], truth[k][1:], strict=False)]
 
@@ -187,6 +199,7 @@ def main(argv: list[str]) -> int:
     t.add_argument("--tokens", type=int, default=300)
     t.add_argument("--gap-ms", type=float, default=8.0)
     t.add_argument("--first-ms", type=float, default=50.0)
+    t.add_argument("--lockstep", action="store_true", help="all streams tick together")
     c = sub.add_parser("crosscheck")
     c.add_argument("--prompts", type=int, default=24)
     c.add_argument("--concurrency", type=int, default=1)

@@ -466,9 +466,15 @@ def _with_tiny_model(
             "model = 'stackmatrix:tiny-llama' needs a built venv/current cell with torch and "
             "transformers to generate the model; no cell was built"
         )
-    dest = work_dir / "models" / "tiny-llama"
-    progress("bench", "-", f"tiny model: {dest}")
-    path = make_tiny_model(dest, python=env.python)
+    size = spec.bench.model.removeprefix(TINY_MODEL_PREFIX).lstrip("-") or "tiny"
+    if size not in ("tiny", "1b"):
+        raise StackmatrixError(
+            f"bench.model {spec.bench.model!r}: the generated models are "
+            f"'{TINY_MODEL_PREFIX}' and '{TINY_MODEL_PREFIX}-1b'"
+        )
+    dest = work_dir / "models" / ("tiny-llama" if size == "tiny" else f"random-llama-{size}")
+    progress("bench", "-", f"generated model: {dest}")
+    path = make_tiny_model(dest, python=env.python, env={**os.environ, **env.env}, size=size)
     return replace(spec, bench=replace(spec.bench, model=str(path)))
 
 

@@ -41,18 +41,34 @@ def train_tokenizer(dest: Path):
     return fast
 
 
-def build_model(dest: Path, tokenizer) -> None:
+# "tiny" runs anywhere in seconds; "1b" has Llama-3.2-1B's shape (about 1e9 weights),
+# big enough for GPU measurements where attention implementations differ.
+SIZES = {
+    "tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },
+    "1b": {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+    },
+}
+
+
+def build_model(dest: Path, tokenizer, size: str) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        **SIZES[size],
         max_position_embeddings=4096,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -60,16 +76,19 @@ def build_model(dest: Path, tokenizer) -> None:
         tie_word_embeddings=False,
     )
     model = LlamaForCausalLM(config)
+    if size != "tiny":
+        model = model.to(torch.bfloat16)
     model.save_pretrained(dest)
 
 
 def main() -> int:
     dest = Path(sys.argv[1])
     dest.mkdir(parents=True, exist_ok=True)
+    size = sys.argv[2] if len(sys.argv) > 2 else "tiny"
     tokenizer = train_tokenizer(dest)
-    build_model(dest, tokenizer)
+    build_model(dest, tokenizer, size)
     (dest / "stackmatrix-tiny-model.json").write_text(
-        json.dumps({"schema_version": 1, "vocab_size": len(tokenizer)}) + "\n"
+        json.dumps({"schema_version": 1, "vocab_size": len(tokenizer), "size": size}) + "\n"
     )
     print(dest)
     return 0

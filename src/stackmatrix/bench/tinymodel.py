@@ -39,13 +39,14 @@ def make_tiny_model(
     python: Sequence[str] = (sys.executable,),
     env: Mapping[str, str] | None = None,
     timeout_s: float = 600.0,
+    size: str = "tiny",
 ) -> Path:
     """Create the tiny model in `dest` with `python` (an argv prefix); reuse it if present."""
     dest = dest.resolve()
     if (dest / MARKER).is_file() and (dest / "config.json").is_file():
         return dest
     result = _proc.run(
-        [*python, "-", str(dest)],
+        [*python, "-", str(dest), size],
         stdin_data=script_text().encode("utf-8"),
         timeout=timeout_s,
         env=env,

@@ -14,7 +14,7 @@ _LEFT = 150
 _RIGHT = 30
 _TOP = 24
 _BOTTOM = 36
-WIDTH = 760
+WIDTH = 980
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +69,7 @@ def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
     for tick in nice_ticks(scale.low, scale.high):
         x = scale.x(tick)
         out.append(f'<line x1="{x:.1f}" y1="{_TOP - 8}" x2="{x:.1f}" y2="{axis_y}" class="grid"/>')
-        out.append(f'<text x="{x:.1f}" y="{axis_y + 14}" class="tick">{number(tick)}</text>')
+        out.append(f'<text x="{x:.1f}" y="{axis_y + 14}" class="tick">{tick:g}</text>')
     out.append(
         f'<text x="{WIDTH - _RIGHT}" y="{height - 2}" class="unit" text-anchor="end">'
         f"{escape(unit)}</text>"

@@ -225,6 +225,8 @@ def thresholds_from(run: dict[str, Any]) -> tuple[str, Thresholds, tuple[str, ..
 def build_model(results: RunResults, *, compat: Path | None = None) -> MatrixReport:
     headline, thresholds, fail_on = thresholds_from(results.run)
     notes = list(results.problems)
+    if results.run.get("synthetic"):
+        notes.insert(0, str(results.run["synthetic"]))
     patterns, ranking = _rules(compat, notes)
     base = results.cell(results.baseline)
     if base is None:

@@ -70,11 +70,9 @@ def test_report_survives_missing_failed_and_corrupt_files(tmp_path):
     assert broken.phase("check").status == "missing"
     assert corrupt.problems and "bench.json unreadable" in corrupt.problems[0]
     assert corrupt.compat == "not checked"
-    assert outcome.policy_failures == [
-        "broken: build failed (resolve_failed)",
-        *[f for f in outcome.policy_failures if f.startswith("eager")],
-    ]
+    assert "broken: build failed (resolve_failed)" in outcome.policy_failures
     assert any(f.startswith("eager: slower") for f in outcome.policy_failures)
+    assert len(outcome.policy_failures) == 2
     md = outcome.markdown.read_text()
     assert "build failed" in md and "bench.json unreadable" in md
     assert "resolve_failed" in md and "torch==9.9 does not exist: fix the pin" in md
