@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ import socket
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -86,7 +88,7 @@ def _extra_payload(first_s: float, gap_s: float) -> None:
     def payload(req: BenchRequest, options: ClientOptions) -> dict[str, Any]:
         return original(req, options) | {"first_s": first_s, "gap_s": gap_s}
 
-    client._payload = payload  # type: ignore[assignment]
+    client._payload = payload
 
 
 def timing(args: argparse.Namespace) -> int:
@@ -121,7 +123,7 @@ def _measure_timing(args: argparse.Namespace, port: int, core: int, server_core:
     outcome = run_round(reqs, opts)
     import urllib.request
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/truth") as resp:  # noqa: S310
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/truth") as resp:
         truth = {int(k): v for k, v in json.loads(resp.read()).items()}
     ttft_err, gap_err, gap_rel = [], [], []
     for rec in outcome.records:
@@ -130,7 +132,7 @@ def _measure_timing(args: argparse.Namespace, port: int, core: int, server_core:
         start = outcome.t0 + rec.start_s
         assert rec.ttft_s is not None
         ttft_err.append(abs(rec.ttft_s - (sent[0] - start)))
-        for measured, (a, b) in zip(rec.itl_s, zip(sent, sent[1:], strict=False), strict=True):
+        for measured, (a, b) in zip(rec.itl_s, itertools.pairwise(sent), strict=True):
             gap_err.append(abs(measured - (b - a)))
             gap_rel.append(abs(measured - (b - a)) / (b - a))
     m = round_metrics(outcome.records, outcome.duration_s)
@@ -154,9 +156,13 @@ def _measure_timing(args: argparse.Namespace, port: int, core: int, server_core:
         "gap_rel_err_pct": {k: round(v / 1e4, 3) for k, v in _pcts(gap_rel).items()},
         "gaps_within_1pct_or_50us": round(sum(within) / len(within), 4),
         "ttft_within_1pct_or_50us": round(
-            sum(e <= max(0.01 * (r.ttft_s or 0), 50e-6)
-                for e, r in zip(ttft_err, outcome.records, strict=True)) / len(ttft_err), 4
-        ),  # fmt: skip
+            sum(
+                e <= max(0.01 * (r.ttft_s or 0), 50e-6)
+                for e, r in zip(ttft_err, outcome.records, strict=True)
+            )
+            / len(ttft_err),
+            4,
+        ),
     }
     print(json.dumps(report, indent=2))
     ok = (
@@ -174,7 +180,7 @@ def _phase(i: int, args: argparse.Namespace) -> float:
     (every stream's token due at the same instant, as a batching engine emits them)."""
     if args.lockstep:
         return 0.0
-    return (i % args.streams) / args.streams * args.gap_ms / 1e3
+    return float((i % args.streams) / args.streams * args.gap_ms / 1e3)
 
 
 def _truth_gaps(truth: dict[int, list[float]]) -> list[float]:
@@ -205,6 +211,7 @@ def main(argv: list[str]) -> int:
     c.add_argument("--concurrency", type=int, default=1)
     c.add_argument("--input-len", type=int, default=64)
     c.add_argument("--output-len", type=int, default=64)
+    c.add_argument("--reps", type=int, default=5)
     args = parser.parse_args(argv)
     if args.cmd == "timing":
         return timing(args)
@@ -214,5 +221,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     raise SystemExit(main(sys.argv[1:]))

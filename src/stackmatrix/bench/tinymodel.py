@@ -45,12 +45,17 @@ def make_tiny_model(
     dest = dest.resolve()
     if (dest / MARKER).is_file() and (dest / "config.json").is_file():
         return dest
-    result = _proc.run(
-        [*python, "-", str(dest), size],
-        stdin_data=script_text().encode("utf-8"),
-        timeout=timeout_s,
-        env=env,
-    )
+    try:
+        result = _proc.run(
+            [*python, "-", str(dest), size],
+            stdin_data=script_text().encode("utf-8"),
+            timeout=timeout_s,
+            env=env,
+        )
+    except OSError as exc:
+        raise TinyModelError(
+            f"cannot run {' '.join(python)!r} to build the tiny model: {exc}"
+        ) from exc
     if not result.ok or not (dest / MARKER).is_file():
         raise TinyModelError(
             f"building the tiny model in {dest} with {' '.join(python)!r} failed "

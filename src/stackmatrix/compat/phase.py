@@ -209,17 +209,33 @@ def _cuda_hint(name: str) -> str:
     )
 
 
+def _linked_provider(r: _ExtResult, groups: list[symbols.UnresolvedGroup]) -> bool:
+    """Whether the expected provider of some missing symbols is in the needed closure."""
+    needed = set(r.closure.resolved)
+    return any(
+        g.provider != "unknown" and any(n.startswith(g.provider) for n in needed) for g in groups
+    )
+
+
 def _symbol_findings(r: _ExtResult, cell: str | None) -> list[Finding]:
     out: list[Finding] = []
     checked = [g for g in r.report.groups if not g.provider_missing]
+    if r.closure.missing:
+        # a library it needs is missing (its own finding): what that library would
+        # have defined is a consequence, not a second problem
+        checked = [g for g in checked if g.provider != "unknown"]
     if checked:
         total = sum(len(g.symbols) for g in checked)
         causes = "; ".join(f"{len(g.symbols)} from {g.provider}: {g.cause}" for g in checked)
         example = checked[0].symbols[0]
+        linked = _linked_provider(r, checked)
         out.append(
             Finding(
-                code="SM-SYM-UNDEFINED",
-                severity=Severity.FAIL,
+                code="SM-SYM-UNDEFINED" if linked else "SM-SYM-GLOBAL",
+                # Extensions linked against a library that lacks their symbols will not
+                # load. Others (cuda.core's torch bridge, plugins) take symbols from
+                # whatever the process loaded first: a warning, not a verdict.
+                severity=Severity.FAIL if linked else Severity.WARN,
                 cell=cell,
                 subject=r.relpath,
                 message=f"{r.relpath} uses {total} symbol(s) nothing in its libraries defines "

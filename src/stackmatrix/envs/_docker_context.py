@@ -3,7 +3,6 @@ that carry the cell's values (pins, indexes, CA bundle, env) into the build."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -191,18 +190,3 @@ def _copy_find_links(cell: Cell, spec_dir: Path, dest: Path) -> list[str]:
         shutil.copytree(src, dest / str(i))
         out.append(f"{BUILD_DIR_IN_IMAGE}/find-links/{i}")
     return out
-
-
-def context_digest_inputs(ctx: Context) -> dict[str, str]:
-    """What the results record about the rendered context (no values, only names)."""
-    return {
-        "dockerfile": str(ctx.dockerfile),
-        "template": template(ctx.family, buildkit=ctx.buildkit).name,
-        "family": ctx.family,
-        "base_image": ctx.base_image,
-    }
-
-
-def read_plan(ctx: Context) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((ctx.path / "stackmatrix" / "plan.json").read_text())
-    return data

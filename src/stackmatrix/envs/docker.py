@@ -115,8 +115,11 @@ def _build_image(engine: Engine, cell: Cell, spec_dir: Path, cell_dir: Path, log
         "--label", f"stackmatrix.cell={cell.id}",
         "--label", f"stackmatrix.content_hash={content_hash}",
         "--label", f"stackmatrix.base_image={ctx.base_image}",
-        str(ctx.path),
     ]  # fmt: skip
+    if not engine.buildkit:
+        # the legacy builder keeps a failed step's container unless told otherwise
+        argv.append("--force-rm")
+    argv.append(str(ctx.path))
     mode = "BuildKit" if engine.buildkit else "the legacy builder"
     log.info("%s: building image %s on %s with %s", cell.id, tag, ctx.base_image, mode)
     res = _docker_cli.run_streaming(

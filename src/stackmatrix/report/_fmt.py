@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 from stackmatrix.report.drift import Difference
 from stackmatrix.report.stats import Comparison, Interval
@@ -35,6 +37,10 @@ def number(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def pct(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "—"
@@ -61,6 +67,17 @@ def shorten(value: str | None, limit: int = 60) -> str:
     if value is None:
         return "(absent)"
     return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def facts_text(facts: dict[str, Any], limit: int = 160) -> str:
+    """Per-launch environment facts (clocks, load...) on one line."""
+    parts = []
+    for key, value in facts.items():
+        if value is None:
+            continue
+        shown = value if isinstance(value, str | int | float) else json.dumps(value, default=str)
+        parts.append(f"{key}={shown}")
+    return shorten(", ".join(parts), limit) if parts else ""
 
 
 def setting(d: Difference) -> str:

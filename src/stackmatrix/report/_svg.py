@@ -97,7 +97,10 @@ def interval_plot(
         out.append(
             f'<text x="{_LEFT - 10}" y="{y + 4:.1f}" class="label">{escape(row.label)}</text>'
         )
-        out += _interval_marks(row, scale, y)
+        if row.points or row.center is not None:
+            out += _interval_marks(row, scale, y)
+        else:
+            out.append(f'<text x="{_LEFT + 6}" y="{y + 4:.1f}" class="unit">not measured</text>')
     out.append("</svg>")
     return "\n".join(out)
 

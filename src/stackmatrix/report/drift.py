@@ -25,6 +25,9 @@ from stackmatrix.report.facts import CellFacts, Fact, package_key, text
 # Definition fields that change where wheels come from: a package whose only change is
 # its local build label (+cu128 -> +cu130) follows from them.
 _CHANNEL_FIELDS = ("cuda", "torch_backend", "index_url", "extra_index_urls", "find_links")
+# The probe reports imported modules; the lock reports distributions.
+_MODULE_DISTRIBUTIONS = {"flashinfer": "flashinfer-python", "sgl_kernel": "sgl-kernel"}
+_PROBE_VERSION = re.compile(r"probe:(?:imports\.)?(?P<module>[\w.-]+?)\.version")
 _SOURCE_NAMES = {
     "lock": "resolved lock",
     "probe": "runtime probe",
@@ -45,6 +48,11 @@ class RankRule:
 class Ranking:
     rules: tuple[RankRule, ...]
     default_rank: int = 70
+    ignore: tuple[str, ...] = ()  # keys that are measurements, not configuration
+
+    def ignored(self, key: str) -> bool:
+        lowered = key.lower()
+        return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in self.ignore)
 
     def of(self, key: str) -> tuple[int, str]:
         lowered = key.lower()
@@ -60,7 +68,11 @@ def load_ranking(directory: Path | None = None) -> Ranking:
         RankRule(rank=int(r["rank"]), label=str(r.get("label", "")), patterns=tuple(r["match"]))
         for r in raw.get("rule") or []
     )
-    return Ranking(rules=rules, default_rank=int(raw.get("default_rank", 70)))
+    return Ranking(
+        rules=rules,
+        default_rank=int(raw.get("default_rank", 70)),
+        ignore=tuple((raw.get("ignore") or {}).get("match") or ()),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,9 +135,13 @@ def diff(
     for key in sorted(set(cell.facts) | set(baseline.facts)):
         mine, theirs = cell.facts.get(key), baseline.facts.get(key)
         source = _source_of(mine, theirs)
-        if source not in shared or _same(mine, theirs):
+        if source not in shared or _same(mine, theirs) or ranking.ignored(key):
             continue
-        because = asked.get(key) or _follows_from_channel(key, mine, theirs, differs)
+        because = (
+            asked.get(key)
+            or asked.get(_package_of(key))
+            or _follows_from_channel(key, mine, theirs, differs)
+        )
         item = _difference(key, mine, theirs, because, ranking, source)
         (intended if because else unintended).append(item)
     unintended.sort(key=lambda d: (d.rank, d.key))
@@ -210,6 +226,15 @@ def _asked_keys(differs: dict[str, Any], cell_server_args: Sequence[str]) -> dic
     return asked
 
 
+def _package_of(key: str) -> str:
+    """`probe:imports.flashinfer.version` is the version of package flashinfer-python."""
+    m = _PROBE_VERSION.fullmatch(key)
+    if m is None:
+        return ""
+    module = m.group("module")
+    return package_key(_MODULE_DISTRIBUTIONS.get(module, module))
+
+
 def _changed_pins(base: Sequence[str], mine: Sequence[str]) -> set[str]:
     a, b = _pin_map(base), _pin_map(mine)
     return {name for name in set(a) | set(b) if a.get(name) != b.get(name)}
@@ -255,7 +280,7 @@ def _follows_from_channel(
     field = next((f for f in _CHANNEL_FIELDS if f in differs), None)
     if field is None:
         return None
-    if re.fullmatch(r"probe:(cuda|torch\.cuda|cuda_version|torch_cuda)", key):
+    if re.fullmatch(r"probe:(cuda|torch\.cuda|cuda_version|torch_cuda|torch\.arch_list)", key):
         return field
     if mine is None or theirs is None:
         return None

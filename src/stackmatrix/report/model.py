@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 MISSING = "missing"
+_SEVERITY_ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 _KEY_PACKAGES = (
     "torch",
@@ -120,7 +121,7 @@ class CellReport:
     phases: tuple[PhaseSummary, ...]
     compat: str  # compatible | warnings | incompatible | build failed | not checked ...
     targets: dict[str, str]  # target -> native | ptx | none | n/a | unknown
-    findings: tuple[Finding, ...]
+    findings_by_phase: dict[str, tuple[Finding, ...]]  # phase -> its findings, worst first
     problems: tuple[str, ...]
     headline: Interval | None
     launches: tuple[LaunchRow, ...]
@@ -132,10 +133,27 @@ class CellReport:
     history: HistoryNote | None = None
 
     @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(f for group in self.findings_by_phase.values() for f in group)
+
+    @property
     def verdict(self) -> Verdict:
         if self.is_baseline:
             return Verdict.BASELINE
         return self.comparison.verdict if self.comparison else Verdict.NOT_MEASURED
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict is what it is, in one sentence."""
+        if self.is_baseline:
+            return "the baseline"
+        if self.comparison is not None:
+            return self.comparison.reason
+        for p in self.phases:
+            if not p.ok:
+                detail = (p.message or p.code or "").split("\n", 1)[0]
+                return f"{p.phase} {p.status}" + (f": {detail}" if detail else "")
+        return "no benchmark rounds recorded"
 
     def phase(self, name: str) -> PhaseSummary:
         return next(p for p in self.phases if p.phase == name)
@@ -150,12 +168,17 @@ class CellReport:
             "compat": self.compat,
             "targets": self.targets,
             "verdict": self.verdict.value,
+            "reason": self.reason,
             "headline": self.headline.to_dict() if self.headline else None,
             "launches": [launch.to_dict() for launch in self.launches],
             "summary": self.summary,
             "comparison": self.comparison.to_dict() if self.comparison else None,
             "drift": self.drift.to_dict() if self.drift else None,
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [
+                {"phase": phase, **f.to_dict()}
+                for phase, group in self.findings_by_phase.items()
+                for f in group
+            ],
             "problems": list(self.problems),
             "distributions": self.distributions,
             "versions": self.versions,
@@ -177,7 +200,7 @@ class MatrixReport:
     cells: tuple[CellReport, ...]
     spec_text: str | None
     notes: tuple[str, ...]
-    calibration: Calibration | None
+    calibration: tuple[str, Calibration] | None  # (cell it was estimated from, estimate)
     sample_unit: str  # "launch" when every comparison used launches, else "round"
     stackmatrix_version: str = __version__
     history: dict[str, HistoryNote] = field(default_factory=dict)
@@ -204,7 +227,11 @@ class MatrixReport:
             "order": self.order,
             "sample_unit": self.sample_unit,
             "notes": list(self.notes),
-            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "calibration": (
+                {"cell": self.calibration[0], **self.calibration[1].to_dict()}
+                if self.calibration
+                else None
+            ),
             "cells": [c.to_dict() for c in self.cells],
             "spec": self.spec_text,
         }
@@ -261,7 +288,7 @@ def build_model(results: RunResults, *, compat: Path | None = None) -> MatrixRep
         cells=tuple(cells),
         spec_text=results.spec_text,
         notes=tuple(notes),
-        calibration=_calibration(base, headline, thresholds),
+        calibration=_calibration(results, headline, thresholds),
         sample_unit=_unit(cells),
     )
 
@@ -305,14 +332,17 @@ def _unit(cells: Sequence[CellReport]) -> str:
 
 
 def _calibration(
-    base: CellResults | None, headline: str, thresholds: Thresholds
-) -> Calibration | None:
-    if base is None:
-        return None
-    launches = [r for r in base.launches(headline) if r]
-    if len(launches) < 2:
-        return None
-    return calibrate(launches, alpha=round(1 - thresholds.confidence, 9), power=thresholds.power)
+    results: RunResults, headline: str, thresholds: Thresholds
+) -> tuple[str, Calibration] | None:
+    """Noise estimate from the baseline's launches, else from the first cell with enough."""
+    base = results.cell(results.baseline)
+    others = [c for c in results.cells if c is not base]
+    for cell in [base, *others] if base else others:
+        launches = [r for r in cell.launches(headline) if r]
+        if len(launches) >= 2:
+            alpha = round(1 - thresholds.confidence, 9)
+            return cell.id, calibrate(launches, alpha=alpha, power=thresholds.power)
+    return None
 
 
 def _cell_report(
@@ -325,7 +355,11 @@ def _cell_report(
 ) -> CellReport:
     launches = cell.launches(headline)
     samples = launch_samples(launches)
-    findings = tuple(f for p in PHASES if (r := cell.phase(p)) for f in r.findings)
+    findings = {
+        p: tuple(sorted(r.findings, key=lambda f: (_SEVERITY_ORDER[f.severity], f.code)))
+        for p in PHASES
+        if (r := cell.phase(p)) is not None and r.findings
+    }
     return CellReport(
         id=cell.id,
         is_baseline=cell.id == results.baseline,
@@ -334,7 +368,7 @@ def _cell_report(
         phases=tuple(_phase(cell, p) for p in PHASES),
         compat=_compat(cell),
         targets=_targets(cell, results.targets),
-        findings=findings,
+        findings_by_phase=findings,
         problems=cell.problems,
         headline=interval(samples, confidence=thresholds.confidence) if samples.values else None,
         launches=_launch_rows(cell, headline),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from html import escape
 
@@ -10,7 +9,7 @@ from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt, _svg
 from stackmatrix.report.drift import Difference
 from stackmatrix.report.model import CellReport, MatrixReport
-from stackmatrix.report.render_md import finding_kind
+from stackmatrix.report.render_md import PHASE_KINDS
 from stackmatrix.report.stats import Verdict
 
 _TONE = {
@@ -103,9 +102,9 @@ def _badge(text: str, tone: str) -> str:
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "") -> str:
-    """`rows` hold ready HTML; numeric columns are those whose header ends with '#'."""
-    head = "".join(f"<th>{_e(h.rstrip('#'))}</th>" for h in header)
-    nums = [h.endswith("#") for h in header]
+    """`rows` hold ready HTML; a header ending in '#' marks a right-aligned number column."""
+    nums = [len(h) > 1 and h.endswith("#") for h in header]
+    head = "".join(f"<th>{_e(h[:-1] if n else h)}</th>" for h, n in zip(header, nums, strict=True))
     body = "".join(
         "<tr>"
         + "".join(
@@ -246,14 +245,14 @@ def _method(report: MatrixReport) -> str:
 
 
 def _calibration(report: MatrixReport) -> str:
-    cal = report.calibration
-    if cal is None:
+    if report.calibration is None:
         return ""
+    cell, cal = report.calibration
     rows = [[str(k), f"{c:.1%}"] for k, c in cal.detectable]
     within = f"{cal.within_sd:.1%}" if cal.within_sd is not None else "n/a"
     return (
-        "<h3>Noise calibration (baseline as A/A)</h3>"
-        f"<p>From {cal.launches} launches of <code>{_e(report.baseline)}</code>: "
+        "<h3>Noise calibration (launches of one cell as A/A)</h3>"
+        f"<p>From {cal.launches} launches of <code>{_e(cell)}</code>: "
         f"launch-to-launch sd {cal.per_launch_sd:.1%} (launch component {cal.launch_sd:.1%}), "
         f"within a launch {within}. "
         f"Smallest change a verdict finds {cal.power:.0%} of the time:</p>"
@@ -300,8 +299,7 @@ def _diff_rows(diffs: Sequence[Difference], *, numbered: bool) -> list[list[str]
 
 def _verdicts(report: MatrixReport) -> str:
     items = [
-        f"<li><b>{_e(c.id)}</b>: {_verdict_badge(c)} "
-        f"{_e(c.comparison.reason if c.comparison else 'not measured')}</li>"
+        f"<li><b>{_e(c.id)}</b>: {_verdict_badge(c)} {_e(c.reason)}</li>"
         for c in report.cells
         if not c.is_baseline
     ]
@@ -332,7 +330,7 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
     n_unintended = len(c.drift.unintended) if c.drift else 0
     parts = [_phases(c)]
     parts += [f'<p class="note">{_e(p)}</p>' for p in c.problems]
-    parts.append(_findings(c.findings))
+    parts.append(_findings(c.findings_by_phase))
     if c.drift:
         parts += [f'<p class="muted">{_e(n)}</p>' for n in c.drift.not_compared]
         header = ["setting", report.baseline, c.id, "kind", "from"]
@@ -348,8 +346,9 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
             )
     parts.append(_launches(c))
     summary = (
-        f"{_e(c.id)} — {_e(c.compat)}, {_e(c.verdict.value)} · {len(c.findings)} findings"
-        f" · {n_unintended} unintended differences"
+        f"{_e(c.id)} — {_e(c.compat)}, {_e(c.verdict.value)}"
+        f" · {_fmt.count(len(c.findings), 'finding')}"
+        f" · {_fmt.count(n_unintended, 'unintended difference')}"
     )
     return f"<details><summary>{summary}</summary>{''.join(parts)}</details>"
 
@@ -360,7 +359,7 @@ def _phases(c: CellReport) -> str:
             _e(p.phase),
             _status_badge(p.status),
             _e(p.code or ""),
-            _e(p.message),
+            _message(p.message),
             _e(f"{p.duration_s:.1f}"),
         ]
         for p in c.phases
@@ -368,25 +367,31 @@ def _phases(c: CellReport) -> str:
     return _table(["phase", "status", "code", "message", "seconds#"], rows)
 
 
-def _findings(findings: Sequence[Finding]) -> str:
-    if not findings:
+def _findings(by_phase: dict[str, tuple[Finding, ...]]) -> str:
+    if not by_phase:
         return '<p class="muted">No findings.</p>'
-    by_kind: dict[str, list[Finding]] = defaultdict(list)
-    for f in findings:
-        by_kind[finding_kind(f.code)].append(f)
     out = []
-    for kind in sorted(by_kind):
+    for phase, findings in by_phase.items():
         items = "".join(
             f'<li><span class="sev-{f.severity.value}">{_e(f.severity.value)}</span> '
             f"<code>{_e(f.code)}</code>{' (' + _e(f.subject) + ')' if f.subject else ''}: "
             f"{_e(f.message)}</li>"
-            for f in sorted(by_kind[kind], key=lambda f: (_order(f.severity), f.code))
+            for f in findings
         )
+        worst = min((f.severity for f in findings), key=_order)
         out.append(
-            f"<details open><summary>{_e(kind)} ({len(by_kind[kind])})</summary>"
+            f"<details{' open' if worst is not Severity.INFO else ''}><summary>"
+            f"{_e(PHASE_KINDS.get(phase, phase))} ({len(findings)})</summary>"
             f"<ul>{items}</ul></details>"
         )
     return "<h3>Findings</h3>" + "".join(out)
+
+
+def _message(text: str) -> str:
+    first, _, rest = text.partition("\n")
+    if not rest.strip():
+        return _e(first)
+    return f"{_e(first)}<details><summary>more</summary><pre>{_e(rest.strip())}</pre></details>"
 
 
 def _order(s: Severity) -> int:
@@ -403,7 +408,7 @@ def _launches(c: CellReport) -> str:
             _e(_fmt.number(launch.value)),
             _e(" ".join(_fmt.number(r) for r in launch.rounds)),
             (_badge("outlier", "open") + " " if launch.outlier else "")
-            + _e(", ".join(f"{k}={v}" for k, v in launch.env_facts.items())),
+            + _e(_fmt.facts_text(launch.env_facts)),
         ]
         for launch in c.launches
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from stackmatrix.findings import Finding, Severity
@@ -12,9 +11,16 @@ from stackmatrix.report.model import CellReport, MatrixReport
 from stackmatrix.report.stats import Verdict
 
 _BESIDE = 8  # unintended differences shown next to a verdict; the rest go to details
+_MESSAGE_LINES = 12  # of a multi-line phase message (a server's last log lines)
 # Emoji render in GitHub's markdown and stay readable as text.
 _ICON = {Severity.FAIL: "❌", Severity.WARN: "⚠️", Severity.INFO: "ℹ️"}  # noqa: RUF001
 _SPARK = "▁▂▃▄▅▆▇█"
+# Findings are grouped by the phase that found them: each phase is one kind of check.
+PHASE_KINDS = {
+    "build": "build: resolver and lock",
+    "check": "check: compatibility",
+    "bench": "bench: serving benchmark",
+}
 
 
 def render(report: MatrixReport, *, details: bool = True) -> str:
@@ -151,12 +157,12 @@ def _method_note(report: MatrixReport) -> str:
 
 
 def _calibration_line(report: MatrixReport) -> str:
-    cal = report.calibration
-    assert cal is not None
+    assert report.calibration is not None
+    cell, cal = report.calibration
     within = f", within a launch {cal.within_sd:.1%}" if cal.within_sd is not None else ""
     found = ", ".join(f"{c:.1%} with {k}" for k, c in cal.detectable)
     return (
-        f"Noise from the baseline's {cal.launches} launches: launch to launch "
+        f"Noise from {cal.launches} launches of `{cell}`: launch to launch "
         f"{cal.per_launch_sd:.1%}{within}. Smallest change found {cal.power:.0%} of the time: "
         f"{found} launches per cell."
     )
@@ -216,17 +222,8 @@ def _verdicts(report: MatrixReport) -> str:
     for c in report.cells:
         if c.is_baseline:
             continue
-        reason = c.comparison.reason if c.comparison else _why_not_measured(c)
-        lines.append(f"- **{c.id}**: {c.verdict.value} — {reason}")
+        lines.append(f"- **{c.id}**: {c.verdict.value} — {_esc(c.reason)}")
     return "\n".join(lines) if len(lines) > 2 else ""
-
-
-def _why_not_measured(c: CellReport) -> str:
-    for p in c.phases:
-        if p.status not in ("ok",):
-            detail = p.message or p.code or ""
-            return f"{p.phase} {p.status}" + (f": {detail}" if detail else "")
-    return "no benchmark rounds recorded"
 
 
 def _details(report: MatrixReport) -> str:
@@ -236,12 +233,12 @@ def _details(report: MatrixReport) -> str:
 def _cell_details(report: MatrixReport, c: CellReport) -> str:
     n_unintended = len(c.drift.unintended) if c.drift else 0
     summary = (
-        f"{c.id}: {c.compat}, {c.verdict.value} — {len(c.findings)} findings, "
-        f"{n_unintended} unintended differences"
+        f"{c.id}: {c.compat}, {c.verdict.value} — {_fmt.count(len(c.findings), 'finding')}, "
+        f"{_fmt.count(n_unintended, 'unintended difference')}"
     )
     parts = [_phases_line(c)]
     parts += [f"- problem: {p}" for p in c.problems]
-    parts.append(_findings_md(c.findings))
+    parts.append(_findings_md(c.findings_by_phase))
     if c.drift:
         parts += [f"- {note}" for note in c.drift.not_compared]
         if c.drift.unintended:
@@ -261,40 +258,32 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
 
 def _phases_line(c: CellReport) -> str:
     items = []
+    blocks = []
     for p in c.phases:
         text = f"{p.phase} {p.status}"
         if p.code:
             text += f" ({p.code})"
         if p.message and not p.ok:
-            text += f": {p.message}"
+            first, _, rest = p.message.partition("\n")
+            text += f": {first}"
+            if rest.strip():
+                tail = "\n".join(rest.strip("\n").splitlines()[-_MESSAGE_LINES:])
+                blocks.append("```text\n" + tail.replace("`", "'") + "\n```")
         items.append(text)
-    return "Phases: " + "; ".join(items)
+    return "\n\n".join(["Phases: " + "; ".join(items), *blocks])
 
 
-def _findings_md(findings: Iterable[Finding]) -> str:
-    by_kind: dict[str, list[Finding]] = defaultdict(list)
-    for f in findings:
-        by_kind[finding_kind(f.code)].append(f)
-    if not by_kind:
+def _findings_md(by_phase: dict[str, tuple[Finding, ...]]) -> str:
+    if not by_phase:
         return "No findings."
     blocks = []
-    for kind in sorted(by_kind):
-        lines = [f"**{kind}**"]
-        for f in sorted(by_kind[kind], key=lambda f: (_severity_order(f.severity), f.code)):
+    for phase, findings in by_phase.items():
+        lines = [f"**{PHASE_KINDS.get(phase, phase)}**"]
+        for f in findings:
             subject = f" ({f.subject})" if f.subject else ""
             lines.append(f"- {_ICON[f.severity]} `{f.code}`{subject}: {_esc(f.message)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
-
-
-def finding_kind(code: str) -> str:
-    """SM-DRIFT-VERSION is of kind DRIFT: the second part of the code."""
-    parts = code.split("-")
-    return parts[1] if len(parts) > 2 else code
-
-
-def _severity_order(s: Severity) -> int:
-    return {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}[s]
 
 
 def _launches_md(c: CellReport) -> str:
@@ -302,7 +291,7 @@ def _launches_md(c: CellReport) -> str:
         return ""
     rows = []
     for launch in c.launches:
-        facts = ", ".join(f"{k}={v}" for k, v in launch.env_facts.items()) if launch.outlier else ""
+        facts = _fmt.facts_text(launch.env_facts) if launch.outlier else ""
         rows.append(
             [
                 f"L{launch.index}",

@@ -198,6 +198,18 @@ def _write_cell(
             findings=[f for f in cell.findings if f not in build_findings],
         )
     )
+    if cell.bench_status is Status.SKIPPED:
+        cd.write(
+            _phase(
+                cell.id,
+                "bench",
+                Status.SKIPPED,
+                {},
+                code="incompatible",
+                message="not run: the check phase found this stack incompatible",
+            )
+        )
+        return
     if cell.bench_status is not Status.OK:
         cd.write(
             _phase(

@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import sys
+from typing import Any
 
 from aiohttp import web
 
@@ -30,7 +31,7 @@ DIE_AFTER = int(os.environ.get("FAKE_DIE_AFTER", "3"))
 COUNT = {"n": 0}
 
 
-def _event(obj: dict) -> bytes:
+def _event(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
@@ -64,7 +65,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
             await resp.write(b"data: {this is not json\n\n")
             continue
         await resp.write(_event({"choices": [{"index": 0, "text": f" w{i}"}]}))
-    final: dict = {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
+    final: dict[str, Any] = {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
     if MODE != "no_usage":
         final["usage"] = {"prompt_tokens": 4, "completion_tokens": tokens}
     await resp.write(_event(final))

@@ -36,7 +36,11 @@ def _spec(tmp_path: Path, cells: tuple[str, ...], launches: int = 2) -> Spec:
             rounds=1,
             ready_timeout_s=4.0,
             workload=Workload(
-                input_len=8, output_len=8, num_prompts=6, max_concurrency=2, warmup=1,
+                input_len=8,
+                output_len=8,
+                num_prompts=6,
+                max_concurrency=2,
+                warmup=1,
                 request_timeout_s=20.0,
             ),
         ),
@@ -99,7 +103,7 @@ def test_the_good_cell_is_measured_after_the_others_failed(outcome):
 
 
 def test_server_that_exits_before_ready(outcome):
-    run, results = outcome
+    _run, results = outcome
     r = results["exit"]
     assert (r.status, r.code) == (Status.FAILED, "server_failed")
     assert "exited with code 3" in r.message
@@ -163,7 +167,9 @@ def test_no_usage_falls_back_to_counting_chunks(outcome):
     m = results["no_usage"].data["launches"][0]["rounds"][0]["metrics"]
     assert m["usage_reported"] == 0
     assert m["total_output_tokens"] == 6 * 8
-    rec = json.loads((run / "cells" / "no_usage" / "requests-L1-R1.jsonl").read_text().split("\n")[0])
+    rec = json.loads(
+        (run / "cells" / "no_usage" / "requests-L1-R1.jsonl").read_text().split("\n")[0]
+    )
     assert rec["output_tokens_source"] == "chunks"
 
 

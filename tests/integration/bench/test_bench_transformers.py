@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from stackmatrix.bench import metrics, workload
 from stackmatrix.bench.phase import run_bench_phase
 from stackmatrix.envs.base import Environment
-from stackmatrix.results import RunDir, Status
+from stackmatrix.results import PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 
 pytestmark = pytest.mark.integration
@@ -23,7 +22,9 @@ WORKLOAD = Workload(input_len=32, output_len=16, num_prompts=4, max_concurrency=
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, cpu_python: Path, tiny_model: Path):
+def run(
+    tmp_path_factory: pytest.TempPathFactory, cpu_python: Path, tiny_model: Path
+) -> tuple[Path, dict[str, PhaseResult]]:
     tmp = tmp_path_factory.mktemp("tf")
     spec = Spec(
         name="cpu",
@@ -43,9 +44,7 @@ def run(tmp_path_factory, cpu_python: Path, tiny_model: Path):
             workload=WORKLOAD,
         ),
     )
-    env = Environment(
-        backend="venv", python=(str(cpu_python),), env={"HF_HUB_OFFLINE": "1"}
-    )
+    env = Environment(backend="venv", python=(str(cpu_python),), env={"HF_HUB_OFFLINE": "1"})
     rd = RunDir(tmp / "run")
     results = run_bench_phase(
         spec, rd, ["sdpa", "eager"], environments={"sdpa": env, "eager": env},
@@ -139,3 +138,10 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_tiny_model_is_tiny_and_local(tiny_model: Path) -> None:
+    config = json.loads((tiny_model / "config.json").read_text())
+    assert config["hidden_size"] == 64 and config["num_hidden_layers"] == 2
+    assert (tiny_model / "tokenizer.json").is_file()
+    assert (tiny_model / "model.safetensors").stat().st_size < 5_000_000

@@ -179,9 +179,29 @@ def test_secrets_never_reach_image_build_or_reports(
     assert [f.subject for f in secret] == ["HF_TOKEN"]
 
 
+def _install_containers(engine: _docker_cli.Engine) -> set[str]:
+    """Containers left by a build step of ours (the legacy builder keeps failed ones)."""
+    out = subprocess.run(
+        [engine.docker, "ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Command}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {line.split()[0] for line in out.splitlines() if "stackmatrix/build/install.py" in line}
+
+
+@pytest.mark.parametrize("mode", ["buildkit", "legacy"])
 def test_failed_build_is_a_status(
-    engine: _docker_cli.Engine, base_image: str, host_ca: str, tmp_path: Path
+    mode: str,
+    engine: _docker_cli.Engine,
+    base_image: str,
+    host_ca: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("STACKMATRIX_DOCKER", _client_for(mode, engine))
+    monkeypatch.setenv("STACKMATRIX_DOCKER_BUILDKIT", "1" if mode == "buildkit" else "0")
+    before = _install_containers(engine)
     cell = Cell(
         id="nosuch",
         backend="docker",
@@ -189,11 +209,13 @@ def test_failed_build_is_a_status(
         pins=("packaging==0.0.1",),
         ca_certs=(host_ca,),
     )
-    out, log = _build(cell, tmp_path, f"{SESSION}1")
+    out, log = _build(cell, tmp_path, f"{SESSION}1{mode}")
     assert out.status is Status.FAILED and out.code == "build_failed"
     assert out.environment is None
     assert "packaging" in out.message and "packaging==0.0.1" in log.read_text()
-    assert _docker_cli.inspect_image(engine.docker, docker.image_tag(cell, f"{SESSION}1")) is None
+    tag = docker.image_tag(cell, f"{SESSION}1{mode}")
+    assert _docker_cli.inspect_image(engine.docker, tag) is None
+    assert _install_containers(engine) <= before
 
 
 def test_base_without_python_is_no_python(no_python_image: str, tmp_path: Path) -> None:

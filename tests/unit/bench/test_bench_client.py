@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from stackmatrix.bench.client import ClientOptions, run_round_async
+from stackmatrix.bench.client import ClientOptions, RoundOutcome, run_round_async
 from stackmatrix.bench.workload import BenchRequest
 
 GAP = 0.02
@@ -24,7 +25,10 @@ def _reqs(n: int, max_tokens: int = 5) -> list[BenchRequest]:
     ]
 
 
-async def _serve(handler, fn):
+async def _serve(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    fn: Callable[[str], Awaitable[RoundOutcome]],
+) -> tuple[RoundOutcome, list[dict[str, Any]]]:
     app = web.Application()
     seen: list[dict[str, Any]] = []
     app[SEEN] = seen
@@ -33,7 +37,7 @@ async def _serve(handler, fn):
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     try:
         return await fn(f"http://127.0.0.1:{port}"), seen
     finally:
@@ -99,7 +103,9 @@ def test_arrival_times_are_honoured():
     ]
 
     async def go(url):
-        return await run_round_async(reqs, ClientOptions(base_url=url, model="m", max_concurrency=4))
+        return await run_round_async(
+            reqs, ClientOptions(base_url=url, model="m", max_concurrency=4)
+        )
 
     outcome, _ = asyncio.run(_serve(_timed, go))
     starts = [r.start_s for r in outcome.records]

@@ -8,7 +8,10 @@ from stackmatrix.bench.client import RequestRecord
 from stackmatrix.bench.metrics import cell_summary, launch_summary, percentile, round_metrics
 
 
-def _rec(i, ttft, gaps, tokens, *, wait=0.0, error=None):
+def _rec(
+    i: int, ttft: float, gaps: list[float], tokens: int, *, wait: float = 0.0,
+    error: str | None = None,
+) -> RequestRecord:  # fmt: skip
     e2e = ttft + sum(gaps)
     return RequestRecord(
         index=i, ttft_s=ttft, itl_s=list(gaps), e2e_s=e2e, output_tokens=tokens,

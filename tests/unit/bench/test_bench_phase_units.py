@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from stackmatrix.bench import phase
+from stackmatrix.bench import envfacts, phase
 from stackmatrix.bench.engines import get_engine
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
@@ -14,57 +15,71 @@ from stackmatrix.spec_model import Bench, Cell, Spec
 ENV = Environment(backend="venv", python=("/nowhere/python",))
 
 
-def _spec(engine="transformers", **bench):
+def _spec(engine: Any = "transformers", **bench: Any) -> Spec:
     return Spec(
         name="s", path="", baseline="a", cells=(Cell(id="a"), Cell(id="b", gpus=1)),
         bench=Bench(engine=engine, model="m", **bench),
     )  # fmt: skip
 
 
-def _check(run: RunDir, cid: str, *, verdict=None, findings=()):
+def _check(
+    run: RunDir, cid: str, *, verdict: str | None = None, findings: tuple[Finding, ...] = ()
+) -> None:
     run.cell(cid).write(
         PhaseResult(phase="check", cell=cid, status=Status.OK, inputs_hash="x",
                     data={"verdict": verdict} if verdict else {}, findings=list(findings))
     )  # fmt: skip
 
 
-def _skip(spec, run, cid, env=ENV, force=False):
+def _skip(
+    spec: Spec, run: RunDir, cid: str, env: Environment | None = ENV, force: bool = False
+) -> tuple[str, str] | None:
+    assert spec.bench is not None
     engine = get_engine(spec.bench.engine)
     return phase._skip_reason(spec, spec.bench, engine, run.cell(cid), cid, env, force)
+
+
+def _code(
+    spec: Spec, run: RunDir, cid: str, env: Environment | None = ENV, force: bool = False
+) -> str | None:
+    reason = _skip(spec, run, cid, env, force)
+    return reason[0] if reason else None
 
 
 def test_incompatible_cells_are_skipped_unless_forced(tmp_path):
     run = RunDir(tmp_path)
     _check(run, "a", verdict="incompatible")
-    assert _skip(_spec(), run, "a")[0] == "incompatible"
+    assert _code(_spec(), run, "a") == "incompatible"
     assert _skip(_spec(), run, "a", force=True) is None
     _check(run, "a", verdict="compatible")
     assert _skip(_spec(), run, "a") is None
     fail = Finding(code="X", severity=Severity.FAIL, message="m")
-    _check(run, "a", findings=[fail])
-    assert _skip(_spec(), run, "a")[0] == "incompatible"
+    _check(run, "a", findings=(fail,))
+    assert _code(_spec(), run, "a") == "incompatible"
 
 
 def test_gpu_engines_without_gpu_are_skipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(phase.envfacts, "gpu_count", lambda: 0)
+    monkeypatch.setattr(envfacts, "gpu_count", lambda: 0)
     run = RunDir(tmp_path)
-    code, message = _skip(_spec("sglang"), run, "a")
+    reason = _skip(_spec("sglang"), run, "a")
+    assert reason is not None
+    code, message = reason
     assert code == "no_gpu" and "'sglang' needs a GPU" in message
     assert _skip(_spec(), run, "a") is None
-    assert _skip(_spec(), run, "b")[0] == "no_gpu"  # the cell itself asks for a GPU
-    monkeypatch.setattr(phase.envfacts, "gpu_count", lambda: 8)
+    assert _code(_spec(), run, "b") == "no_gpu"  # the cell itself asks for a GPU
+    monkeypatch.setattr(envfacts, "gpu_count", lambda: 8)
     assert _skip(_spec("sglang"), run, "a") is None
 
 
 def test_missing_environment_and_external_url(tmp_path):
     run = RunDir(tmp_path)
-    assert _skip(_spec(), run, "a", env=None)[0] == "not_built"
-    assert _skip(_spec("external"), run, "a", env=None)[0] == "no_url"
+    assert _code(_spec(), run, "a", env=None) == "not_built"
+    assert _code(_spec("external"), run, "a", env=None) == "no_url"
     assert _skip(_spec("external", url="http://127.0.0.1:1"), run, "a", env=None) is None
 
 
 def test_skipped_cells_are_written_and_nothing_launches(tmp_path, monkeypatch):
-    monkeypatch.setattr(phase.envfacts, "gpu_count", lambda: 0)
+    monkeypatch.setattr(envfacts, "gpu_count", lambda: 0)
     run = RunDir(tmp_path / "run")
     results = phase.run_bench_phase(
         _spec("sglang"), run, ["a", "b"], environments={"a": ENV, "b": ENV}, order="interleaved"
@@ -72,12 +87,14 @@ def test_skipped_cells_are_written_and_nothing_launches(tmp_path, monkeypatch):
     assert {c: (r.status, r.code) for c, r in results.items()} == {
         "a": (Status.SKIPPED, "no_gpu"), "b": (Status.SKIPPED, "no_gpu")
     }  # fmt: skip
-    assert run.cell("a").read("bench").status is Status.SKIPPED
+    written = run.cell("a").read("bench")
+    assert written is not None and written.status is Status.SKIPPED
     assert (run.path / "workload.jsonl").is_file()
 
 
 def test_inputs_hash_ignores_launch_count_but_not_args():
     spec = _spec()
+    assert spec.bench is not None
     h = phase.inputs_hash(spec, spec.bench, "a", ENV, "w")
     more = dataclasses.replace(spec.bench, launches=9)
     assert phase.inputs_hash(spec, more, "a", ENV, "w") == h

@@ -24,9 +24,7 @@ def test_sequential():
 def test_random_is_balanced_blocks_and_reproducible():
     a = schedule(PENDING, ["A", "B", "C"], "random", seed=7)
     assert a == schedule(PENDING, ["A", "B", "C"], "random", seed=7)
-    assert any(
-        schedule(PENDING, ["A", "B", "C"], "random", seed=s) != a for s in range(1, 20)
-    )
+    assert any(schedule(PENDING, ["A", "B", "C"], "random", seed=s) != a for s in range(1, 20))
     for block in range(3):
         cells = a[block * 3 : block * 3 + 3]
         assert sorted(c for c, _ in cells) == ["A", "B", "C"]

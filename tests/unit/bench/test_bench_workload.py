@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import statistics
@@ -47,7 +48,7 @@ def test_inf_rate_sends_at_once_and_poisson_is_seeded():
     assert workload.arrival_times(5, float("inf"), random.Random(1)) == [0.0] * 5
     a = workload.arrival_times(2000, 10.0, random.Random(1))
     assert a == workload.arrival_times(2000, 10.0, random.Random(1))
-    gaps = [y - x for x, y in zip(a, a[1:], strict=False)]
+    gaps = [y - x for x, y in itertools.pairwise(a)]
     assert a[0] == 0.0 and all(g >= 0 for g in gaps)
     assert statistics.fmean(gaps) == pytest.approx(0.1, rel=0.1)
 

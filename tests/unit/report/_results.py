@@ -44,21 +44,23 @@ def finding(code, severity, message, cell, subject=None):
 def bench_data(launch_values, *, config, engine_version="4.57.1"):
     launches = []
     for li, rounds in enumerate(launch_values):
-        launches.append({
-            "index": li,
-            "started": "t",
-            "finished": "t",
-            "env_facts": {"host_load": 0.1},
-            "status": "ok",
-            "rounds": [
-                {
-                    "index": ri,
-                    "metrics": {"output_throughput": v, "decode_tok_s": v, "ttft_p99_ms": 50.0},
-                    "requests_file": f"requests-L{li}-R{ri}.jsonl",
-                }
-                for ri, v in enumerate(rounds)
-            ],
-        })
+        launches.append(
+            {
+                "index": li,
+                "started": "t",
+                "finished": "t",
+                "env_facts": {"host_load": 0.1},
+                "status": "ok",
+                "rounds": [
+                    {
+                        "index": ri,
+                        "metrics": {"output_throughput": v, "decode_tok_s": v, "ttft_p99_ms": 50.0},
+                        "requests_file": f"requests-L{li}-R{ri}.jsonl",
+                    }
+                    for ri, v in enumerate(rounds)
+                ],
+            }
+        )
     return {
         "engine": "transformers",
         "engine_version": engine_version,
@@ -72,26 +74,40 @@ def bench_data(launch_values, *, config, engine_version="4.57.1"):
 
 
 def run_dir(tmp: Path, *, cells, baseline, definitions, targets=("sm_90",), report=None):
-    write(tmp / "run.json", {
-        "schema_version": 1,
-        "spec_name": "cpu-aa",
-        "spec_hash": "abc123",
-        "baseline": baseline,
-        "targets": list(targets),
-        "cells": list(cells),
-        "order": "interleaved",
-        "created": "2026-02-02T10:00:00+00:00",
-        "report": report or {"headline": "output_throughput", "confidence": 0.95,
-                             "min_effect": 0.02, "fail_on": []},
-    })
+    write(
+        tmp / "run.json",
+        {
+            "schema_version": 1,
+            "spec_name": "cpu-aa",
+            "spec_hash": "abc123",
+            "baseline": baseline,
+            "targets": list(targets),
+            "cells": list(cells),
+            "order": "interleaved",
+            "created": "2026-02-02T10:00:00+00:00",
+            "report": report
+            or {
+                "headline": "output_throughput",
+                "confidence": 0.95,
+                "min_effect": 0.02,
+                "fail_on": [],
+            },
+        },
+    )
     base_def = definitions[baseline]
     plan = []
     for cid in cells:
         d = definitions[cid]
         differs = {k: [base_def.get(k), v] for k, v in d.items() if base_def.get(k) != v}
         differs |= {k: [v, None] for k, v in base_def.items() if k not in d}
-        plan.append({"id": cid, "content_hash": f"hash-{cid}", "definition": d,
-                     "differs_from_baseline": differs})
+        plan.append(
+            {
+                "id": cid,
+                "content_hash": f"hash-{cid}",
+                "definition": d,
+                "differs_from_baseline": differs,
+            }
+        )
     write(tmp / "plan.json", {"schema_version": 1, "cells": plan})
-    (tmp / "spec.toml").write_text('name = "cpu-aa"\nbaseline = "%s"\n' % baseline)
+    (tmp / "spec.toml").write_text(f'name = "cpu-aa"\nbaseline = "{baseline}"\n')
     return tmp

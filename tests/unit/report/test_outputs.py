@@ -12,50 +12,119 @@ from stackmatrix.report.stats import Verdict
 from ._results import bench_data, finding, phase, run_dir, write
 
 AA = [[47.1, 47.3, 47.0], [46.2, 46.5, 46.4], [47.9, 47.6, 47.8], [46.8, 46.9, 47.2]]
-BASE_CONFIG = {"attn_implementation": "sdpa", "continuous_batching": True, "port": 8001,
-               "log_level": "info"}
+BASE_CONFIG = {
+    "attn_implementation": "sdpa",
+    "continuous_batching": True,
+    "port": 8001,
+    "log_level": "info",
+}
 
 
 def _cpu_run(tmp_path):
     defs = {
         "sdpa": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"]},
         "sdpa-again": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"]},
-        "eager": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"],
-                  "server_args": ["--attn-implementation", "eager"]},
+        "eager": {
+            "python": "3.11",
+            "pins": ["torch==2.13.0", "transformers==4.57.1"],
+            "server_args": ["--attn-implementation", "eager"],
+        },
         "broken": {"python": "3.11", "pins": ["torch==9.9"]},
         "corrupt": {"python": "3.11", "pins": ["torch==2.13.0"], "env": {"OMP_NUM_THREADS": "1"}},
     }
     rd = run_dir(tmp_path, cells=list(defs), baseline="sdpa", definitions=defs)
-    lock = [{"name": "torch", "version": "2.13.0+cpu", "source": "/opt/wheels"},
-            {"name": "transformers", "version": "4.57.1", "source": "pypi"}]
-    check = {"verdict": "compatible", "inventory": [], "cuda_majors": [], "extensions": [],
-             "coverage": {}, "target_summary": {"sm_90": "n/a"}, "driver": {},
-             "probe": {"torch": "2.13.0+cpu", "cuda": None, "devices": []}}
+    lock = [
+        {"name": "torch", "version": "2.13.0+cpu", "source": "/opt/wheels"},
+        {"name": "transformers", "version": "4.57.1", "source": "pypi"},
+    ]
+    check = {
+        "verdict": "compatible",
+        "inventory": [],
+        "cuda_majors": [],
+        "extensions": [],
+        "coverage": {},
+        "target_summary": {"sm_90": "n/a"},
+        "driver": {},
+        "probe": {"torch": "2.13.0+cpu", "cuda": None, "devices": []},
+    }
     for cid in ("sdpa", "sdpa-again", "eager"):
         cells = rd / "cells" / cid
-        write(cells / "build.json", phase(cid, "build", data={
-            "environment": {"backend": "venv", "python": ["py"], "env": {"HF_TOKEN": "hf_secret"}},
-            "lock": lock, "python_version": "3.11.9", "reused": False}))
-        write(cells / "check.json", phase(cid, "check", data=check, findings=[
-            finding("SM-ARCH-PTX-ONLY", "warn", "sm_90 runs PTX only: expect a JIT delay", cid,
-                    "libfoo.so")]))
-    values = {"sdpa": AA, "sdpa-again": [[v * 1.003 for v in r] for r in AA],
-              "eager": [[v * 0.75 for v in r] for r in AA]}
-    configs = {"sdpa": BASE_CONFIG, "sdpa-again": {**BASE_CONFIG, "port": 8002},
-               "eager": {**BASE_CONFIG, "attn_implementation": "eager", "port": 8003,
-                         "dtype": "float32"}}
+        write(
+            cells / "build.json",
+            phase(
+                cid,
+                "build",
+                data={
+                    "environment": {
+                        "backend": "venv",
+                        "python": ["py"],
+                        "env": {"HF_TOKEN": "hf_secret"},
+                    },
+                    "lock": lock,
+                    "python_version": "3.11.9",
+                    "reused": False,
+                },
+            ),
+        )
+        write(
+            cells / "check.json",
+            phase(
+                cid,
+                "check",
+                data=check,
+                findings=[
+                    finding(
+                        "SM-ARCH-PTX-ONLY",
+                        "warn",
+                        "sm_90 runs PTX only: expect a JIT delay",
+                        cid,
+                        "libfoo.so",
+                    )
+                ],
+            ),
+        )
+    values = {
+        "sdpa": AA,
+        "sdpa-again": [[v * 1.003 for v in r] for r in AA],
+        "eager": [[v * 0.75 for v in r] for r in AA],
+    }
+    configs = {
+        "sdpa": BASE_CONFIG,
+        "sdpa-again": {**BASE_CONFIG, "port": 8002},
+        "eager": {**BASE_CONFIG, "attn_implementation": "eager", "port": 8003, "dtype": "float32"},
+    }
     for cid, vals in values.items():
-        write(rd / "cells" / cid / "bench.json",
-              phase(cid, "bench", data=bench_data(vals, config=configs[cid])))
+        write(
+            rd / "cells" / cid / "bench.json",
+            phase(cid, "bench", data=bench_data(vals, config=configs[cid])),
+        )
+        ok = {"ttft_ms": 40.0, "itl_ms": [20.0, 21.0], "e2e_ms": 81, "output_tokens": 3}
+        failed = {"ttft_ms": 900.0, "itl_ms": [], "e2e_ms": 900, "output_tokens": 0}
         (rd / "cells" / cid / "requests-L0-R0.jsonl").write_text(
-            '{"ttft_ms": 40.0, "itl_ms": [20.0, 21.0], "e2e_ms": 81, "output_tokens": 3, "error": null}\n'
-            'not json\n'
-            '{"ttft_ms": 900.0, "itl_ms": [], "e2e_ms": 900, "output_tokens": 0, "error": "timeout"}\n')
-    write(rd / "cells" / "broken" / "build.json", phase(
-        "broken", "build", status="failed", code="resolve_failed",
-        message="uv: no version of torch==9.9",
-        findings=[finding("SM-RESOLVE-FAILED", "fail", "torch==9.9 does not exist: fix the pin",
-                          "broken", "torch")]))
+            json.dumps({**ok, "error": None})
+            + "\nnot json\n"
+            + json.dumps({**failed, "error": "timeout"})
+            + "\n"
+        )
+    write(
+        rd / "cells" / "broken" / "build.json",
+        phase(
+            "broken",
+            "build",
+            status="failed",
+            code="resolve_failed",
+            message="uv: no version of torch==9.9",
+            findings=[
+                finding(
+                    "SM-RESOLVE-FAILED",
+                    "fail",
+                    "torch==9.9 does not exist: fix the pin",
+                    "broken",
+                    "torch",
+                )
+            ],
+        ),
+    )
     (rd / "cells" / "corrupt").mkdir(parents=True)
     (rd / "cells" / "corrupt" / "bench.json").write_text("{ half a file")
     return rd
@@ -110,7 +179,7 @@ def test_json_is_schema_versioned_and_distributions_skip_errors(tmp_path):
 
 def test_junit_has_one_case_per_cell_and_check(tmp_path):
     outcome = build_report(_cpu_run(tmp_path))
-    root = ET.parse(outcome.junit).getroot()
+    root = ET.parse(outcome.junit).getroot()  # noqa: S314 - our own file, written just now
     suites = {s.get("name").split(".")[-1]: s for s in root.iter("testsuite")}
     assert set(suites) == {"sdpa", "sdpa-again", "eager", "broken", "corrupt"}
     names = [c.get("name") for c in suites["eager"].iter("testcase")]
@@ -133,8 +202,10 @@ def test_single_launch_cells_say_their_interval_ignores_launch_noise(tmp_path):
     defs = {"a": {"python": "3.11"}, "b": {"python": "3.11", "env": {"X": "1"}}}
     rd = run_dir(tmp_path, cells=["a", "b"], baseline="a", definitions=defs)
     for cid, scale in (("a", 1.0), ("b", 1.0)):
-        write(rd / "cells" / cid / "bench.json",
-              phase(cid, "bench", data=bench_data([[47.0 * scale, 47.2, 46.9]], config={})))
+        write(
+            rd / "cells" / cid / "bench.json",
+            phase(cid, "bench", data=bench_data([[47.0 * scale, 47.2, 46.9]], config={})),
+        )
     outcome = build_report(rd)
     assert outcome.report.sample_unit == "round"
     assert "ignore launch-to-launch noise" in outcome.markdown.read_text()
@@ -148,6 +219,9 @@ def test_missing_run_json_is_an_actionable_error(tmp_path):
 
 def test_fail_on_parsing():
     assert parse_fail_on(["incompatible,regression", "failed"]) == (
-        "incompatible", "regression", "failed")
+        "incompatible",
+        "regression",
+        "failed",
+    )
     with pytest.raises(UsageError, match="unknown value"):
         parse_fail_on(["regresion"])

@@ -48,8 +48,7 @@ def test_aa_with_launch_spread_like_43_vs_51_is_no_change_at_least_95_percent():
     # while rounds inside a launch agreed closely. A 10% launch sd makes such pairs common.
     rng = random.Random(3)
     pairs = [
-        simulate(rng, 47, launches=2, rounds=1, launch_sd=0.10, round_sd=0.0)
-        for _ in range(2000)
+        simulate(rng, 47, launches=2, rounds=1, launch_sd=0.10, round_sd=0.0) for _ in range(2000)
     ]
     gaps = [abs(a[0] / b[0] - 1) for a, b in pairs]
     assert sum(g >= 0.17 for g in gaps) / len(gaps) > 0.15  # 43 vs 51 is not a freak here

@@ -22,8 +22,12 @@ GOLDEN = Path(__file__).parent / "golden"
 @pytest.fixture
 def story(tmp_path):
     return write_run(
-        tmp_path / "run", spec_name="kimi-k25-cuda13", baseline="cu128",
-        cells=story_cells(), targets=["sm_120"], seed=7,
+        tmp_path / "run",
+        spec_name="kimi-k25-cuda13",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
     )
 
 
@@ -51,7 +55,9 @@ def test_story_is_slower_with_attention_backend_and_deepgemm_named_first(story):
 
     md = outcome.markdown.read_text()
     beside = md.split("### cu130 is slower", 1)[1].split("###", 1)[0]
-    rows = [line for line in beside.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
+    rows = [
+        line for line in beside.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")
+    ]
     assert "`attention_backend` | flashinfer | triton" in rows[0]
     assert "`deepgemm` | off | on" in rows[1]
 
@@ -74,8 +80,14 @@ def test_story_json_carries_everything(story):
 def test_aa_pair_is_no_change(tmp_path):
     base, _ = story_cells()
     twin = type(base)(**{**base.__dict__, "id": "cu128-again"})
-    run = write_run(tmp_path / "aa", spec_name="aa", baseline="cu128",
-                    cells=[base, twin], targets=["sm_120"], seed=9)
+    run = write_run(
+        tmp_path / "aa",
+        spec_name="aa",
+        baseline="cu128",
+        cells=[base, twin],
+        targets=["sm_120"],
+        seed=9,
+    )
     outcome = build_report(run, fail_on=["regression"])
     cell = outcome.report.cell("cu128-again")
     assert cell.verdict is Verdict.NO_CHANGE

@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -74,8 +73,12 @@ class _Tables(HTMLParser):
 @pytest.fixture(scope="module")
 def story_html(tmp_path_factory):
     run = write_run(
-        tmp_path_factory.mktemp("story") / "run", spec_name="kimi-k25-cuda13",
-        baseline="cu128", cells=story_cells(), targets=["sm_120"], seed=7,
+        tmp_path_factory.mktemp("story") / "run",
+        spec_name="kimi-k25-cuda13",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
     )
     return build_report(run).html
 
@@ -113,4 +116,3 @@ def test_screenshot_renders_a_full_page(story_html, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     # A blank 1400x2000 page compresses to a few kB; tables, badges and plots do not.
     assert len(data) > 60_000, len(data)
-    shutil.copy(png, Path("/tmp") / "stackmatrix-story-report.png")

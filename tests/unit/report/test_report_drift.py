@@ -1,0 +1,233 @@
+"""Configuration drift: facts, intended vs unintended, and the ranking kept as data."""
+
+from pathlib import Path
+
+import pytest
+
+from stackmatrix.errors import ResultsError
+from stackmatrix.report.drift import diff, load_ranking
+from stackmatrix.report.facts import collect
+from stackmatrix.report.load import CellResults
+from stackmatrix.report.logfacts import load_patterns, read_facts
+from stackmatrix.results import PhaseResult, Status
+
+
+def _cell(tmp_path, cid, *, config=None, lock=(), probe=None, env=None, logs=(), definition=None):
+    path = tmp_path / cid
+    path.mkdir()
+    for i, text in enumerate(logs):
+        (path / f"server-L{i}.log").write_text(text)
+    phases = {}
+    if lock or env:
+        phases["build"] = PhaseResult(
+            phase="build",
+            cell=cid,
+            status=Status.OK,
+            inputs_hash="h",
+            data={
+                "lock": [dict(zip(("name", "version", "source"), p, strict=True)) for p in lock],
+                "environment": {"env": env or {}},
+            },
+        )
+    if probe is not None:
+        phases["check"] = PhaseResult(
+            phase="check",
+            cell=cid,
+            status=Status.OK,
+            inputs_hash="h",
+            data={"probe": probe, "driver": {"version": "580.1"}},
+        )
+    if config is not None:
+        phases["bench"] = PhaseResult(
+            phase="bench",
+            cell=cid,
+            status=Status.OK,
+            inputs_hash="h",
+            data={"effective_config": config},
+        )
+    return CellResults(id=cid, path=path, phases=phases, definition=definition or {})
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return load_patterns(), load_ranking()
+
+
+def test_log_patterns_turn_lines_into_facts(tmp_path, rules):
+    patterns, _ = rules
+    (tmp_path / "a.log").write_text(
+        "[t] WARNING model_config.py:856: DeepGemm is enabled but the scale_fmt of checkpoint\n"
+        "[t] Capture cuda graph bs [1, 2, 4, 8]\n"
+    )
+    (tmp_path / "b.log").write_text(
+        "DeepGemm is enabled but the scale_fmt\n[t] Capture cuda graph bs [1, 2]\n"
+    )
+    (tmp_path / "c.log").write_text("nothing here\n")
+    facts = read_facts([tmp_path / "a.log", tmp_path / "b.log"], patterns)
+    assert facts["deepgemm"].value == "on"
+    assert "model_config.py:856: DeepGemm is enabled" in facts["deepgemm"].evidence
+    # Launches that disagree are shown as such.
+    assert facts["cuda_graph_bs"].value == "[1, 2, 4, 8] | [1, 2]"
+    quiet = read_facts([tmp_path / "c.log"], patterns)
+    assert quiet["deepgemm"].value == "off" and quiet["deepgemm"].evidence is None
+    assert "cuda_graph_bs" not in quiet
+    assert read_facts([], patterns) == {}
+
+
+def test_patterns_directory_is_configurable_and_checked(tmp_path):
+    (tmp_path / "log_patterns.toml").write_text(
+        '[[pattern]]\nfact = "x"\nregex = "MAGIC (?P<value>\\\\d+)"\n'
+    )
+    (patterns,) = load_patterns(tmp_path)
+    assert patterns.regex.search("MAGIC 42").group("value") == "42"
+    (tmp_path / "log_patterns.toml").write_text('[[pattern]]\nfact = "x"\nregex = "no group"\n')
+    with pytest.raises(ResultsError, match="needs `value`"):
+        load_patterns(tmp_path)
+    with pytest.raises(ResultsError, match="is missing"):
+        load_ranking(tmp_path)
+
+
+def test_ranking_puts_kernels_before_nccl_before_noise(rules):
+    _, ranking = rules
+    order = [
+        "server:attention_backend",
+        "log:deepgemm",
+        "server:moe_runner_backend",
+        "server:cuda_graph_max_bs",
+        "probe:nccl",
+        "env:NCCL_ALGO",
+        "package:torch",
+        "server:log_level",
+        "server:port",
+    ]
+    ranks = [ranking.of(k)[0] for k in order]
+    assert ranks == sorted(ranks), list(zip(order, ranks, strict=True))
+    assert ranking.of("server:something_new")[1] == "other"
+
+
+def test_intended_vs_unintended(tmp_path, rules):
+    patterns, ranking = rules
+    base = _cell(
+        tmp_path,
+        "base",
+        config={"attention_backend": "flashinfer", "port": 1, "tp_size": 8},
+        lock=[
+            ("torch", "2.9.1+cu128", "idx"),
+            ("nvidia-nccl-cu12", "2.27.5", "pypi"),
+            ("flashinfer-python", "0.6.3", "pypi"),
+            ("numpy", "2.1.0", "pypi"),
+        ],
+        probe={"cuda": "12.8", "nccl": "2.27.5", "env": {"HF_TOKEN": "abc"}},
+        env={"OMP_NUM_THREADS": "4"},
+        logs=["plain\n"],
+    )
+    cell = _cell(
+        tmp_path,
+        "cell",
+        config={
+            "attention_backend": "triton",
+            "port": 2,
+            "tp_size": 8,
+            "chunked_prefill_size": 4096,
+        },
+        lock=[
+            ("torch", "2.9.1+cu130", "idx"),
+            ("nvidia-nccl-cu13", "2.27.7", "pypi"),
+            ("flashinfer-python", "0.6.4", "pypi"),
+            ("numpy", "2.2.0", "pypi"),
+        ],
+        probe={"cuda": "13.0", "nccl": "2.27.7", "env": {"HF_TOKEN": "xyz"}},
+        env={"OMP_NUM_THREADS": "8"},
+        logs=["DeepGemm is enabled but the scale_fmt of checkpoint is not ue8m0\n"],
+    )
+    differs = {
+        "cuda": ["12.8", "13.0"],
+        "pins": [
+            ["flashinfer-python==0.6.3", "torch==2.9.1"],
+            ["flashinfer-python==0.6.4", "torch==2.9.1"],
+        ],
+        "env": [{"OMP_NUM_THREADS": "4"}, {"OMP_NUM_THREADS": "8"}],
+        "server_args": [[], ["--chunked-prefill-size=4096"]],
+    }
+    drift = diff(collect(cell, patterns), collect(base, patterns), differs=differs, ranking=ranking)
+    intended = {d.key: d.because for d in drift.intended}
+    assert intended["cell:cuda"] == "cuda"
+    assert intended["package:flashinfer-python"] == "pins"
+    assert intended["package:torch"] == "cuda"  # same public version, new CUDA build
+    assert intended["probe:cuda"] == "cuda"
+    assert intended["env:OMP_NUM_THREADS"] == "env"
+    assert intended["server:chunked_prefill_size"] == "server_args"
+    unintended = [d.key for d in drift.unintended]
+    assert unintended[:2] == ["server:attention_backend", "log:deepgemm"]
+    assert {
+        "package:nvidia-nccl",
+        "probe:nccl",
+        "package:numpy",
+        "server:port",
+        "env:HF_TOKEN",
+    } <= set(unintended)
+    assert unintended.index("package:numpy") < unintended.index("server:port")
+    secret = next(d for d in drift.unintended if d.key == "env:HF_TOKEN")
+    assert "abc" not in str(secret.baseline) and secret.baseline.startswith("<redacted")
+    assert drift.not_compared == ()
+
+
+def test_a_source_one_side_lacks_is_not_compared(tmp_path, rules):
+    patterns, ranking = rules
+    base = _cell(tmp_path, "base", config={"attention_backend": "flashinfer"})
+    cell = _cell(tmp_path, "cell", lock=[("torch", "2.9.1", "pypi")])
+    drift = diff(collect(cell, patterns), collect(base, patterns), differs={}, ranking=ranking)
+    assert drift.unintended == ()
+    assert any(
+        "resolved server arguments: not recorded for this cell" in n for n in drift.not_compared
+    )
+    assert any("resolved lock: not recorded for the baseline" in n for n in drift.not_compared)
+
+
+def test_same_version_from_another_index_is_a_difference(tmp_path, rules):
+    patterns, ranking = rules
+    base = _cell(tmp_path, "base", lock=[("sgl-kernel", "0.3.21", "pypi")])
+    cell = _cell(tmp_path, "cell", lock=[("sgl-kernel", "0.3.21", "https://x.invalid/cu130")])
+    (d,) = diff(
+        collect(cell, patterns), collect(base, patterns), differs={}, ranking=ranking
+    ).unintended
+    assert d.value == "0.3.21 from https://x.invalid/cu130" and d.baseline == "0.3.21 from pypi"
+
+
+def test_log_server_args_stand_in_for_missing_effective_config(tmp_path, rules):
+    patterns, ranking = rules
+    dump = "server_args=ServerArgs(model_path='m', attention_backend='{}', tp_size=1)\n"
+    base = _cell(tmp_path, "base", logs=[dump.format("flashinfer")])
+    cell = _cell(tmp_path, "cell", logs=[dump.format("triton")])
+    drift = diff(collect(cell, patterns), collect(base, patterns), differs={}, ranking=ranking)
+    assert drift.unintended[0].key == "server:attention_backend"
+    assert drift.unintended[0].source == "server log"
+
+
+def test_compat_files_live_at_the_repository_root():
+    root = Path(__file__).resolve().parents[3] / "compat"
+    assert (root / "log_patterns.toml").is_file() and (root / "drift_rank.toml").is_file()
+
+
+def test_probe_versions_of_pinned_packages_are_intended(tmp_path, rules):
+    patterns, ranking = rules
+    base = _cell(
+        tmp_path,
+        "base",
+        lock=[("flashinfer-python", "0.6.3", "pypi")],
+        probe={"imports": {"flashinfer": {"version": "0.6.3", "seconds": 1.0}}},
+    )
+    cell = _cell(
+        tmp_path,
+        "cell",
+        lock=[("flashinfer-python", "0.6.4", "pypi")],
+        probe={"imports": {"flashinfer": {"version": "0.6.4", "seconds": 2.5}}},
+    )
+    differs = {"pins": [["flashinfer-python==0.6.3"], ["flashinfer-python==0.6.4"]]}
+    drift = diff(collect(cell, patterns), collect(base, patterns), differs=differs, ranking=ranking)
+    assert {d.key for d in drift.intended} == {
+        "cell:pins",
+        "package:flashinfer-python",
+        "probe:imports.flashinfer.version",
+    }
+    assert drift.unintended == ()  # import timings are measurements, never compared
