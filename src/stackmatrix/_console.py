@@ -7,9 +7,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import TextIO
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 _COLOURS = {"ok": "32", "failed": "31", "skipped": "33", "unavailable": "33", "warn": "33"}
 

@@ -94,3 +94,35 @@ def render(
         flag = "" if row["change"] <= min_effect else f"  (> min_effect {min_effect:.1%})"
         lines.append(f"  {row['launches']:>3} launches per cell: {row['change'] * 100:.2f}%{flag}")
     return "\n".join(lines)
+
+
+def noise_note(calibration: dict[str, Any] | None, launches: int, min_effect: float) -> list[str]:
+    """What `run` prints once the baseline has enough launches to estimate noise."""
+    if not calibration:
+        return []
+    rows = {int(r["launches"]): float(r["change"]) for r in calibration.get("detectable", [])}
+    sd = float(calibration.get("per_launch_sd", 0.0))
+    lines = [
+        f"noise: a launch's value varies by {sd * 100:.1f}% (from "
+        f"{calibration.get('launches')} launches of the baseline)"
+    ]
+    fewer = [k for k in rows if k <= launches]
+    near = max(fewer) if fewer else (min(rows) if rows else None)
+    if near is not None:
+        change = rows[near]
+        lines.append(
+            f"with {near} launches per cell a verdict finds changes of about "
+            f"{change * 100:.1f}% or more (80% power)"
+        )
+        if change > min_effect:
+            need = [k for k, c in sorted(rows.items()) if c <= min_effect]
+            hint = (
+                f"use about {need[0]} launches per cell"
+                if need
+                else "more launches than calibrated, or a quieter machine, are needed"
+            )
+            lines.append(
+                f"WARNING: min_effect {min_effect:.1%} is smaller than these "
+                f"launches can resolve; {hint} (see `stackmatrix calibrate`)"
+            )
+    return lines

@@ -15,6 +15,7 @@ from stackmatrix.errors import PolicyFailure, StackmatrixError, UsageError
 from stackmatrix.pipeline import ALL_PHASES, RunOptions, default_work_dir, run_pipeline
 from stackmatrix.plan import describe_difference, github_matrix, make_plan
 from stackmatrix.spec import load_spec
+from stackmatrix.spec_model import Spec
 
 log = logging.getLogger("stackmatrix")
 
@@ -217,12 +218,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.info(f"\nresults: {summary.run_dir}")
     for cell, phases in summary.statuses.items():
         console.info(f"  {cell:<20} " + "  ".join(f"{k}={v}" for k, v in phases.items()))
+    _print_noise(console, summary.run_dir, spec)
     md = summary.run_dir / "matrix.md"
     if md.exists():
         write_step_summary(md.read_text(encoding="utf-8"))
     if summary.policy_failures:
         raise PolicyFailure("--fail-on matched: " + "; ".join(summary.policy_failures))
     return 0
+
+
+def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
+    from stackmatrix.calibrate import noise_note
+
+    matrix = run_dir / "matrix.json"
+    if spec.bench is None or not matrix.exists():
+        return
+    calibration = json.loads(matrix.read_text(encoding="utf-8")).get("calibration")
+    for line in noise_note(calibration, spec.bench.launches, spec.report.min_effect):
+        console.info(line)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

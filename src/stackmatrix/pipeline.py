@@ -453,19 +453,24 @@ def _with_tiny_model(
     spec: Spec, work_dir: Path, envs: dict[str, Environment], progress: Progress
 ) -> Spec:
     """`model = "stackmatrix:tiny-llama"`: a tiny random Llama built locally, once per
-    work dir, by the baseline cell's own interpreter (it has torch + transformers)."""
+    work dir, by the baseline cell's own interpreter (it has torch + transformers).
+
+    A host interpreter (venv/current cell) is preferred; with docker cells only, the
+    image's python writes the model through a bind mount of the models directory, so
+    it lies on the host where every cell's server gets it (read-only) at the same path."""
     from dataclasses import replace
 
     from stackmatrix.bench.tinymodel import make_tiny_model
 
     assert spec.bench is not None
-    order = [spec.baseline, *sorted(envs)]
-    env = next((envs[c] for c in order if c in envs and envs[c].backend != "docker"), None)
-    if env is None:
+    order = [c for c in dict.fromkeys([spec.baseline, *sorted(envs)]) if c in envs]
+    built = sorted((envs[c] for c in order), key=lambda e: e.backend == "docker")
+    if not built:
         raise StackmatrixError(
-            "model = 'stackmatrix:tiny-llama' needs a built venv/current cell with torch and "
+            "model = 'stackmatrix:tiny-llama' needs a built cell with torch and "
             "transformers to generate the model; no cell was built"
         )
+    env = built[0]
     size = spec.bench.model.removeprefix(TINY_MODEL_PREFIX).lstrip("-") or "tiny"
     if size not in ("tiny", "1b"):
         raise StackmatrixError(
@@ -474,7 +479,14 @@ def _with_tiny_model(
         )
     dest = work_dir / "models" / ("tiny-llama" if size == "tiny" else f"random-llama-{size}")
     progress("bench", "-", f"generated model: {dest}")
-    path = make_tiny_model(dest, python=env.python, env={**os.environ, **env.env}, size=size)
+    python = env.python
+    if env.backend == "docker":
+        from stackmatrix.envs import docker
+
+        dest = dest.resolve()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        python = tuple(docker.python_command(env, writable=[dest.parent]))
+    path = make_tiny_model(dest, python=python, env={**os.environ, **env.env}, size=size)
     return replace(spec, bench=replace(spec.bench, model=str(path)))
 
 

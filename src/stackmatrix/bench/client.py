@@ -1,8 +1,9 @@
 """The load generator: one asyncio streaming client for OpenAI-compatible /v1/completions.
 
 It runs in stackmatrix's own process, outside every cell, so each cell is measured
-by the same instrument on the same bytes. Times come from `time.perf_counter`.
-Definitions of every figure are in docs/bench.md.
+by the same instrument on the same bytes. Times come from `time.perf_counter`; a
+chunk's time is when its bytes arrived (taken in the connection's `data_received`,
+see `_sse`). Definitions of every figure are in docs/bench.md.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
+from stackmatrix.bench._sse import ResponseError, StatusError, post_lines, stamping_loop
 from stackmatrix.bench.workload import BenchRequest
 
 log = logging.getLogger(__name__)
 
 ERROR_TEXT_LIMIT = 300
+_JSON = json.JSONDecoder()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,31 +95,25 @@ class StreamError(Exception):
 
 def run_round(requests: Sequence[BenchRequest], options: ClientOptions) -> RoundOutcome:
     """Send `requests` with the options' concurrency and arrival times; blocking."""
-    return asyncio.run(run_round_async(requests, options))
+    # The stamping loop times each chunk when the selector saw it (see _sse); under
+    # any other loop run_round_async times it when its connection is served.
+    with asyncio.Runner(loop_factory=stamping_loop) as runner:
+        return runner.run(run_round_async(requests, options))
 
 
 async def run_round_async(requests: Sequence[BenchRequest], options: ClientOptions) -> RoundOutcome:
-    limit = max(1, options.max_concurrency)
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
-    # Our own asyncio.timeout bounds each request; aiohttp's total timeout is off.
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        sem = asyncio.Semaphore(limit)
-        cpu0 = time.process_time()
-        t0 = time.perf_counter()
-        tasks = [asyncio.create_task(_one(session, sem, req, options, t0)) for req in requests]
-        records = list(await asyncio.gather(*tasks))
-        duration = time.perf_counter() - t0
-        cpu = time.process_time() - cpu0
+    sem = asyncio.Semaphore(max(1, options.max_concurrency))
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    tasks = [asyncio.create_task(_one(sem, req, options, t0)) for req in requests]
+    records = list(await asyncio.gather(*tasks))
+    duration = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
     return RoundOutcome(records=records, duration_s=duration, t0=t0, cpu_s=cpu)
 
 
 async def _one(
-    session: aiohttp.ClientSession,
-    sem: asyncio.Semaphore,
-    req: BenchRequest,
-    options: ClientOptions,
-    t0: float,
+    sem: asyncio.Semaphore, req: BenchRequest, options: ClientOptions, t0: float
 ) -> RequestRecord:
     rec = RequestRecord(index=req.index)
     if options.use_arrivals and req.arrival_s > 0:
@@ -130,12 +125,14 @@ async def _one(
         rec.queue_wait_s = start - scheduled
         try:
             async with asyncio.timeout(options.request_timeout_s):
-                await _stream(session, _payload(req, options), options, rec, start)
+                await _stream(_payload(req, options), options, rec, start)
         except TimeoutError:
             rec.error = f"timed out after {options.request_timeout_s:g} s"
-        except StreamError as exc:
-            rec.error = str(exc)
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
+        except StatusError as exc:
+            rec.error = f"HTTP {exc.status}: {exc.text[:ERROR_TEXT_LIMIT]}"
+        except (StreamError, ResponseError) as exc:
+            rec.error = str(exc)[:ERROR_TEXT_LIMIT]
+        except (OSError, ValueError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
         rec.e2e_s = time.perf_counter() - start
     return rec
@@ -156,36 +153,18 @@ def _payload(req: BenchRequest, options: ClientOptions) -> dict[str, Any]:
 
 
 async def _stream(
-    session: aiohttp.ClientSession,
-    body: dict[str, Any],
-    options: ClientOptions,
-    rec: RequestRecord,
-    start: float,
+    body: dict[str, Any], options: ClientOptions, rec: RequestRecord, start: float
 ) -> None:
+    state = _StreamState(rec=rec, start=start, last=start)
     url = options.base_url + "/v1/completions"
-    async with session.post(url, json=body) as resp:
-        if resp.status != 200:
-            text = (await resp.text(errors="replace"))[:ERROR_TEXT_LIMIT]
-            raise StreamError(f"HTTP {resp.status}: {text}")
-        state = _StreamState(rec=rec, start=start, last=start)
-        pending = b""
-        # Read whatever has arrived and split it into lines ourselves: one await per
-        # network read instead of one per line keeps the client's cost per token low,
-        # and every line in one read did arrive at that read's time.
-        async for data in resp.content.iter_any():
-            now = time.perf_counter()
-            lines = (pending + data).split(b"\n")
-            pending = lines.pop()
-            if _lines(lines, state, now):
-                break
-        else:
-            if pending.strip():
-                _lines([pending], state, time.perf_counter())
-        if not state.done:
-            raise StreamError(
-                "the stream ended before its final chunk (no finish_reason, no [DONE]): "
-                "the server dropped the connection"
-            )
+    # Each line is accounted inside the connection's data_received, with the time its
+    # bytes arrived: timing does not depend on when this task next runs.
+    await post_lines(url, json.dumps(body).encode(), state.line)
+    if not state.done:
+        raise StreamError(
+            "the stream ended before its final chunk (no finish_reason, no [DONE]): "
+            "the server dropped the connection"
+        )
     if rec.output_tokens_source != "usage":
         rec.output_tokens = rec.content_chunks
 
@@ -197,28 +176,26 @@ class _StreamState:
     last: float  # arrival time of the latest content chunk
     done: bool = False  # saw a finish_reason or [DONE]
 
-
-def _lines(lines: list[bytes], state: _StreamState, now: float) -> bool:
-    """Account complete SSE lines that arrived at `now`; True once [DONE] is seen."""
-    for raw in lines:
+    def line(self, raw: bytes, now: float) -> bool:
+        """Account one SSE line that arrived at `now`; True once [DONE] is seen."""
         line = raw.strip()
         if not line or line.startswith(b":"):
-            continue  # blank separators and SSE comments (keep-alives)
+            return False  # blank separators and SSE comments (keep-alives)
         if not line.startswith(b"data:"):
             raise StreamError(f"malformed SSE line: {line[:80]!r}")
         data = line[5:].strip()
         if data == b"[DONE]":
-            state.done = True
+            self.done = True
             return True
-        state.last = _chunk(data, state.rec, state.start, state.last, now)
-        state.done = state.done or state.rec.finish_reason is not None
-    return False
+        self.last = _chunk(data, self.rec, self.start, self.last, now)
+        self.done = self.done or self.rec.finish_reason is not None
+        return False
 
 
 def _chunk(data: bytes, rec: RequestRecord, start: float, last: float, now: float) -> float:
     """Account one SSE event; returns the time of the latest content chunk."""
     try:
-        obj = json.loads(data)
+        obj = _JSON.decode(data.decode())  # not json.loads: it sniffs the encoding each time
     except ValueError as exc:
         raise StreamError(f"malformed SSE data (not JSON): {data[:80]!r}") from exc
     if not isinstance(obj, dict):

@@ -53,6 +53,7 @@ __all__ = [
     "container_command",
     "default_owner",
     "image_tag",
+    "python_command",
     "remove_container",
     "removing",
 ]
@@ -352,6 +353,28 @@ def container_command(
     argv += [x for n in pass_env if n in os.environ and n not in environment.env
              for x in ("--env", n)]  # fmt: skip
     return [*argv, environment.image, *inner_argv]
+
+
+def python_command(
+    environment: Environment, *, writable: Sequence[Path], owner: str | None = None
+) -> list[str]:
+    """`docker run --rm -i` of the image's venv python, without network, for a job
+    that writes files on the host (the generated tiny model): each `writable`
+    directory is bind-mounted read-write at the same path, and the process runs as
+    this process's uid:gid so that what it writes belongs to the user who ran us."""
+    if environment.image is None:
+        raise ValueError(f"environment of backend {environment.backend!r} has no image")
+    docker = _docker_cli.docker_executable() or "docker"
+    argv = [docker, "run", "--rm", "-i", "--init", "--network=none",
+            "--label", f"{OWNER_LABEL}={owner or default_owner()}",
+            "--user", f"{os.getuid()}:{os.getgid()}",
+            # a uid the image may not know has no home; libraries that cache there get /tmp
+            "--env", "HOME=/tmp"]  # fmt: skip
+    for path in writable:
+        argv += ["--mount", _csv_field("type=bind", f"source={path}", f"target={path}")]
+    for key, value in sorted(environment.env.items()):
+        argv += ["--env", f"{key}={value}"]
+    return [*argv, environment.image, IMAGE_PYTHON]
 
 
 def _network_args(network: str, port: int) -> list[str]:

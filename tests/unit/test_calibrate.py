@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from stackmatrix.calibrate import launch_values, noise_note, render
+
+
+def test_launch_values_skip_failed_rounds() -> None:
+    data = {
+        "launches": [
+            {"rounds": [{"metrics": {"decode_tok_s": 70.0}}, {"metrics": {"decode_tok_s": None}}]},
+            {"rounds": []},
+            {"rounds": [{"metrics": {"decode_tok_s": 68}}]},
+        ]
+    }
+    assert launch_values(data, "decode_tok_s") == [[70.0], [68.0]]
+
+
+CAL = {
+    "launches": 5,
+    "rounds_per_launch": 2.0,
+    "per_launch_sd": 0.05,
+    "launch_sd": 0.04,
+    "within_sd": 0.02,
+    "alpha": 0.05,
+    "power": 0.8,
+    "detectable": [{"launches": k, "change": c} for k, c in ((3, 0.2), (5, 0.1), (10, 0.02))],
+}
+
+
+def test_noise_note_warns_when_min_effect_is_below_resolution() -> None:
+    lines = noise_note(CAL, launches=5, min_effect=0.03)
+    assert "5.0%" in lines[0]
+    assert "with 5 launches per cell" in lines[1] and "10.0%" in lines[1]
+    assert lines[2].startswith("WARNING") and "about 10 launches" in lines[2]
+    assert not any(x.startswith("WARNING") for x in noise_note(CAL, launches=10, min_effect=0.03))
+    assert noise_note(None, 5, 0.03) == []
+
+
+def test_render_lists_launches_and_detectable_changes() -> None:
+    text = render("a", "decode_tok_s", [[70.0, 71.0], [65.0, 66.0]], CAL, 0.05)
+    assert "launch 1: 65.00, 66.00" in text
+    assert "within-launch sd: 2.00%" in text
+    assert "3 launches per cell: 20.00%  (> min_effect 5.0%)" in text
