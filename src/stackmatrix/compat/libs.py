@@ -177,17 +177,25 @@ def _expand_origin(entry: str, origin: Path) -> str:
     return entry.replace("${ORIGIN}", str(origin)).replace("$ORIGIN", str(origin))
 
 
+def elf_dirs(entries: Sequence[str], origin: Path, ctx: SearchContext) -> list[Path]:
+    """RPATH/RUNPATH entries as host paths: they are paths of the environment, except
+    those made from $ORIGIN, which are host paths already."""
+    return [_fix_root(Path(_expand_origin(p, origin)), ctx, origin) for p in entries]
+
+
 def _candidate_dirs(
     obj: LibInfo, ctx: SearchContext, inherited_rpath: Sequence[Path]
 ) -> list[Path]:
+    """Host paths, in the loader's order; the context's directories are host paths
+    already (search_context mapped them into the root)."""
     origin = obj.path.parent
     dyn = obj.dynamic
     dirs: list[Path] = []
     if not dyn.runpath:
-        dirs += [Path(_expand_origin(p, origin)) for p in dyn.rpath]
+        dirs += elf_dirs(dyn.rpath, origin, ctx)
         dirs += list(inherited_rpath)
     dirs += list(ctx.ld_library_path)
-    dirs += [Path(_expand_origin(p, origin)) for p in dyn.runpath]
+    dirs += elf_dirs(dyn.runpath, origin, ctx)
     dirs += list(ctx.process_dirs)
     dirs += list(ctx.system_dirs)
     return dirs
@@ -212,7 +220,7 @@ def resolve_one(
         direct = resolve_in_root(ctx.root, _fix_root(Path(name), ctx, obj.path.parent))
         return direct
     for d in _candidate_dirs(obj, ctx, inherited_rpath):
-        found = resolve_in_root(ctx.root, _fix_root(d, ctx, obj.path.parent) / name)
+        found = resolve_in_root(ctx.root, d / name)
         if found is None:
             continue
         info = index.info(found)
@@ -234,9 +242,7 @@ def needed_closure(path: Path, ctx: SearchContext, index: LibraryIndex) -> Closu
         obj, inherited = queue.pop(0)
         # DT_RPATH (not RUNPATH) of a loading object also applies to what it loads
         own = (
-            ()
-            if obj.dynamic.runpath
-            else tuple(Path(_expand_origin(p, obj.path.parent)) for p in obj.dynamic.rpath)
+            () if obj.dynamic.runpath else tuple(elf_dirs(obj.dynamic.rpath, obj.path.parent, ctx))
         )
         for name in obj.dynamic.needed:
             if name in resolved or name in missing:

@@ -17,6 +17,27 @@ def uv_binary() -> str | None:
     return shutil.which("uv")
 
 
+def find_python(version: str) -> str:
+    """An interpreter for `version` ("3.12"): a path when one is found, else the version.
+
+    uv looks on PATH, where pyenv's shims answer only for the active version and fail
+    for the others (exit 127); pyenv's own version directories hold the real ones.
+    """
+    major_minor = ".".join(version.split(".")[:2])
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    dirs = sorted(pyenv.glob(f"{major_minor}*"), reverse=True) if pyenv.is_dir() else []
+    candidates = [
+        d / "bin" / f"python{major_minor}"
+        for d in dirs
+        if d.name == version or d.name.startswith(version + ".")
+    ]
+    candidates += [Path(d) / f"python{major_minor}" for d in ("/usr/local/bin", "/usr/bin")]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return version
+
+
 def uv_env(extra_ca: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     # uv can't download Python builds on machines that reach only PyPI; use the

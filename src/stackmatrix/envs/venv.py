@@ -122,7 +122,7 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
         timings[name] = round(result.duration_s, 3)
         return result
 
-    created = step("venv", [uv, "venv", "--python", cell.python, str(env_dir)])
+    created = step("venv", [uv, "venv", "--python", _uv.find_python(cell.python), str(env_dir)])
     if not created.ok:
         return _failed("python_missing", f"uv could not create a Python {cell.python} "
                        f"environment:\n{created.tail(8)}", timings)  # fmt: skip
