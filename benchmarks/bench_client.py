@@ -1,14 +1,18 @@
 """How good is the instrument? Two measurements, printed for docs/bench.md.
 
 1. `timing`: a local server streams tokens at times it records itself (monotonic
-   clock, shared by both processes on Linux). The client, pinned to one core, must
-   measure TTFT and every inter-token gap within 1% (or 50 us) of those send times
-   while it sustains >= 200 concurrent streams and >= 20,000 tokens/s. It prints its
-   own CPU cost per token.
+   clock, shared by both processes on Linux), on its own core. The client, pinned to
+   another core, must measure TTFT and every inter-token gap within 1% (or 50 us) of
+   the truth while it sustains >= 200 concurrent streams and >= 20,000 tokens/s. Gaps
+   are compared with gaps (the server's consecutive send times), so the loopback
+   latency cancels; TTFT with the server's first send minus our send. Each run prints
+   tokens/s, streams, the TTFT and ITL errors (p50/p90/p99, absolute and relative,
+   and the share within the goal) and the client's CPU per token; `--repeat` runs
+   (default 3) and their medians, which decide PASS.
 2. `crosscheck`: the same CPU `transformers serve` (tiny model) measured by our
    client and by aiperf 0.13.0 (its own venv); output throughput within 5%.
 
-    python benchmarks/bench_client.py timing [--streams 200 --tokens 400 --gap-ms 10]
+    python benchmarks/bench_client.py timing [--streams 200 --gap-ms 8 --lockstep --repeat 3]
     python benchmarks/bench_client.py crosscheck
 """
 

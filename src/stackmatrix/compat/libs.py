@@ -177,10 +177,15 @@ def _expand_origin(entry: str, origin: Path) -> str:
     return entry.replace("${ORIGIN}", str(origin)).replace("$ORIGIN", str(origin))
 
 
-def elf_dirs(entries: Sequence[str], origin: Path, ctx: SearchContext) -> list[Path]:
+def _elf_dirs(entries: Sequence[str], origin: Path, ctx: SearchContext) -> list[Path]:
     """RPATH/RUNPATH entries as host paths: they are paths of the environment, except
     those made from $ORIGIN, which are host paths already."""
-    return [_fix_root(Path(_expand_origin(p, origin)), ctx, origin) for p in entries]
+    return [
+        Path(_expand_origin(p, origin))
+        if "ORIGIN}" in p or "$ORIGIN" in p
+        else in_root(ctx.root, p)
+        for p in entries
+    ]
 
 
 def _candidate_dirs(
@@ -192,10 +197,10 @@ def _candidate_dirs(
     dyn = obj.dynamic
     dirs: list[Path] = []
     if not dyn.runpath:
-        dirs += elf_dirs(dyn.rpath, origin, ctx)
+        dirs += _elf_dirs(dyn.rpath, origin, ctx)
         dirs += list(inherited_rpath)
     dirs += list(ctx.ld_library_path)
-    dirs += elf_dirs(dyn.runpath, origin, ctx)
+    dirs += _elf_dirs(dyn.runpath, origin, ctx)
     dirs += list(ctx.process_dirs)
     dirs += list(ctx.system_dirs)
     return dirs
@@ -242,7 +247,7 @@ def needed_closure(path: Path, ctx: SearchContext, index: LibraryIndex) -> Closu
         obj, inherited = queue.pop(0)
         # DT_RPATH (not RUNPATH) of a loading object also applies to what it loads
         own = (
-            () if obj.dynamic.runpath else tuple(elf_dirs(obj.dynamic.rpath, obj.path.parent, ctx))
+            () if obj.dynamic.runpath else tuple(_elf_dirs(obj.dynamic.rpath, obj.path.parent, ctx))
         )
         for name in obj.dynamic.needed:
             if name in resolved or name in missing:

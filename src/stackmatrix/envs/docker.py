@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 BUILD_TIMEOUT_S = 4 * 3600.0  # real CUDA stacks pull several GB of wheels
 INVENTORY_TIMEOUT_S = 300.0
+REMOVE_WAIT_S = 120.0  # an auto-removal in progress, on slow (vfs) storage
 OWNER_LABEL = "stackmatrix.owner"
 # secrets forwarded by name into containers when set here (values never in argv)
 PASS_ENV: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -414,8 +415,23 @@ def remove_container(name: str, *, owner: str | None = None) -> None:
         )
         return
     rm = _proc.run([docker, "rm", "-f", str(info["Id"])], timeout=120.0)
-    if not rm.ok:
-        log.warning("could not remove container %r: %s", name, rm.tail(3))
+    if rm.ok or _gone_after_autoremove(docker, str(info["Id"]), rm.output):
+        return
+    log.warning("could not remove container %r: %s", name, rm.tail(3))
+
+
+def _gone_after_autoremove(docker: str, container_id: str, rm_output: str) -> bool:
+    """`--rm` may be removing the container already (on vfs storage, deleting its copy
+    of the image takes seconds): wait until the engine has finished, so that a caller
+    can rely on the container being gone once we return."""
+    if "already in progress" not in rm_output and "No such container" not in rm_output:
+        return False
+    deadline = time.monotonic() + REMOVE_WAIT_S
+    while time.monotonic() < deadline:
+        if not _proc.run([docker, "container", "inspect", container_id], timeout=60.0).ok:
+            return True
+        time.sleep(0.5)
+    return False
 
 
 @contextmanager
