@@ -13,11 +13,14 @@ _ENV = "STACKMATRIX_COMPAT_DIR"
 
 
 def compat_dir() -> Path:
-    """$STACKMATRIX_COMPAT_DIR, else compat/ at the root of this source checkout."""
+    """$STACKMATRIX_COMPAT_DIR, else compat/ of this source checkout, else the copy
+    that an installed wheel carries (stackmatrix/_compat_data)."""
     override = os.environ.get(_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[3] / "compat"
+    here = Path(__file__).resolve()
+    checkout = here.parents[3] / "compat"
+    return checkout if checkout.is_dir() else here.parents[1] / "_compat_data"
 
 
 def load_toml(name: str, directory: Path | None = None) -> dict[str, Any]:
