@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackmatrix._secrets import redact_argv
+
 log = logging.getLogger(__name__)
 
 TERM_GRACE_S = 10.0
@@ -129,5 +131,5 @@ def run(
 def _append_log(path: Path, argv: tuple[str, ...], text: str, rc: int, timed_out: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(f"$ {' '.join(argv)}\n{text}")
+        fh.write(f"$ {' '.join(redact_argv(argv))}\n{text}")
         fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackmatrix._secrets import redact, redact_argv
 from stackmatrix.bench import envfacts, metrics, schedule, server, workload
 from stackmatrix.bench.client import ClientOptions, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, get_engine, package_version
@@ -259,7 +260,7 @@ def _run_launch(
                 srv.base_url, launch_args=args, env_version=_version(engine, st)
             )
             launch["config"] = config
-            launch["launch_argv"] = list(srv.argv)
+            launch["launch_argv"] = redact_argv(srv.argv)
             _measure(bench, engine, st, srv, k, model, wl, launch)
     except server.ServerFailed as exc:
         srv = srv or exc.server
@@ -363,7 +364,7 @@ def _record_launch(
     config: EffectiveConfig | None = launch.pop("config", None)
     launch["summary"] = metrics.launch_summary(launch["rounds"])
     if config is not None:
-        launch["effective_config"] = config.flat
+        launch["effective_config"] = redact(config.flat)
     st.launches.append(launch)
     data = st.result.data
     data.update(
@@ -373,7 +374,7 @@ def _record_launch(
         launches=st.launches,
     )
     if config is not None:
-        data.update(effective_config=config.flat, server_info=config.raw)
+        data.update(effective_config=redact(config.flat), server_info=redact(config.raw))
     data.setdefault("launch_argv", launch.get("launch_argv", []))
     if launch["status"] != "ok":
         st.result.status = Status.FAILED

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
+from stackmatrix._secrets import redact_argv
 from stackmatrix.bench import _http, envfacts
 from stackmatrix.bench.engines import Engine
 from stackmatrix.envs.base import Environment
@@ -166,9 +167,10 @@ def _argv(
 def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as fh:
-        fh.write(f"$ {' '.join(argv)}\n".encode())
+        shown = " ".join(redact_argv(argv))  # a display line, never run by a shell
+        fh.write(f"$ {shown}\n".encode())
         fh.flush()
-        log.info("starting server: %s", " ".join(argv))
+        log.info("starting server: %s", shown)
         return subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
