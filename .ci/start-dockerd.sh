@@ -33,7 +33,8 @@ fi
 
 echo "start-dockerd: starting dockerd (log: $LOG)"
 mkdir -p "$(dirname "$LOG")"
-nohup dockerd --storage-driver=vfs --iptables=false --bridge=none >>"$LOG" 2>&1 &
+# its own session: stopping the caller (a CI step, a test run) must not stop the engine
+setsid nohup dockerd --storage-driver=vfs --iptables=false --bridge=none >>"$LOG" 2>&1 &
 
 for _ in $(seq 1 "$WAIT_S"); do
     if docker info >/dev/null 2>&1; then
