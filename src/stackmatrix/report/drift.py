@@ -132,6 +132,8 @@ def diff(
     shared = cell.sources & baseline.sources
     intended = [_definition_difference(f, v) for f, v in differs.items()]
     unintended: list[Difference] = []
+    engine_fact = cell.facts.get("engine:version") or baseline.facts.get("engine:version")
+    engine = str(engine_fact.value).split()[0] if engine_fact is not None else ""
     for key in sorted(set(cell.facts) | set(baseline.facts)):
         mine, theirs = cell.facts.get(key), baseline.facts.get(key)
         source = _source_of(mine, theirs)
@@ -140,6 +142,7 @@ def diff(
         because = (
             asked.get(key)
             or asked.get(_package_of(key))
+            or asked.get(_engine_package(key, engine))
             or _follows_from_channel(key, mine, theirs, differs)
         )
         item = _difference(key, mine, theirs, because, ranking, source)
@@ -224,6 +227,14 @@ def _asked_keys(differs: dict[str, Any], cell_server_args: Sequence[str]) -> dic
     if "python" in differs:
         asked |= {"python": "python", "probe:python": "python", "probe:python_version": "python"}
     return asked
+
+
+_ENGINE_VERSION_KEYS = ("engine:version", "server:engine_version", "server:version")
+
+
+def _engine_package(key: str, engine: str) -> str:
+    """The engine's own version follows from the engine's pin (e.g. transformers)."""
+    return package_key(engine) if engine and key in _ENGINE_VERSION_KEYS else ""
 
 
 def _package_of(key: str) -> str:
