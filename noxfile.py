@@ -64,7 +64,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (check + format) and mypy --strict over src, tests and this file."""
-    session.install("-e", ".[test]", "ruff", "mypy", "nox")
+    session.install("-e", ".[test]", "ruff", "mypy", "nox", "uv")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "src", "tests", "noxfile.py")
     session.run("mypy", "src", "noxfile.py")
