@@ -91,6 +91,15 @@ def run(
     """Run `argv` to completion; never raises for a non-zero exit."""
     argv = tuple(str(a) for a in argv)
     start = time.monotonic()
+    if interrupted():
+        # Ctrl-C already arrived: a worker thread must not start new children
+        return ProcResult(
+            argv=argv,
+            returncode=-2,
+            duration_s=0.0,
+            timed_out=False,
+            output="not started: interrupted",
+        )
     log.debug("run %s", argv)
     proc = subprocess.Popen(
         argv,
@@ -104,6 +113,8 @@ def run(
     timed_out = False
     with _RUNNING_LOCK:
         _RUNNING.add(proc)
+    if interrupted():  # terminate_all ran between the check above and the registration
+        kill_group(proc, grace_s=5.0)
     try:
         out, _ = proc.communicate(input=stdin_data, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -3,6 +3,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from stackmatrix import _proc
 
 
@@ -47,4 +49,13 @@ def test_argv_is_never_a_shell_string(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "import sys; print(sys.argv[1])", f"; touch {marker}"]
     result = _proc.run(argv)
     assert result.ok and f"; touch {marker}" in result.output
+    assert not marker.exists()
+
+
+def test_no_new_child_after_an_interrupt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    monkeypatch.setattr(_proc, "_INTERRUPTED", _proc.threading.Event())
+    _proc.terminate_all()
+    result = _proc.run([sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
+    assert not result.ok and "interrupted" in result.output
     assert not marker.exists()

@@ -217,8 +217,13 @@ def test_interrupt_keeps_completed_work_and_resume_finishes(tmp_path: Path) -> N
             break
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    blackhole.close()
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # never leave our child behind, even when failing
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        blackhole.close()
     assert proc.returncode == 130, out
     assert "--resume" in out
     assert read(plain)["status"] == "ok"
