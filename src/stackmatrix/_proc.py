@@ -27,7 +27,7 @@ TERM_GRACE_S = 10.0
 # Children started by `run`, so an interrupt in the main thread can stop the ones
 # that worker threads are waiting on (only ours: we track the pids we started).
 _RUNNING: set[subprocess.Popen[bytes]] = set()
-_RUNNING_LOCK = threading.Lock()
+_RUNNING_LOCK = threading.RLock()  # re-entrant: terminate_all may run in a signal handler
 
 
 _INTERRUPTED = threading.Event()

@@ -13,12 +13,16 @@ import hashlib
 import logging
 import os
 import shutil
+import signal
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from stackmatrix import __version__, _atomic, _proc
@@ -544,7 +548,31 @@ def _digest(data: Any) -> str:
 # ---------------------------------------------------------------- driver
 
 
+@contextmanager
+def _children_stop_on_ctrl_c() -> Iterator[None]:
+    """Ctrl-C stops our children at once, wherever the main thread is (even outside a
+    try block), so worker threads waiting on them finish and the run can exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        _proc.terminate_all()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
+    with _children_stop_on_ctrl_c():
+        return _run_pipeline(opts, progress)
+
+
+def _run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
     planned = with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)
     run = open_run_dir(opts)
     write_run_files(run, opts, planned)
