@@ -537,6 +537,7 @@ def _bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         server_args=tuple(_check_list(b.get("server_args", []), "bench.server_args", p)),
         launches=_int(b, "launches", "bench", p, minimum=1) or 1,
         rounds=_int(b, "rounds", "bench", p, minimum=1) or 3,
+        warmup_launches=_int(b, "warmup_launches", "bench", p, minimum=0) or 0,
         ready_timeout_s=_or(_float(b, "ready_timeout_s", "bench", p, 1, 86400), 600.0),
         tokenizer=_str(b, "tokenizer", "bench", p),
         workload=_workload(b, p),

@@ -71,6 +71,9 @@ class Bench:
     server_args: tuple[str, ...] = ()
     launches: int = 1  # server launches per cell (the unit of repetition)
     rounds: int = 3  # measured rounds per launch
+    # discarded launches per cell before the measured ones (a machine's first launch
+    # runs with cold caches: page cache, GPU clocks, compile caches)
+    warmup_launches: int = 0
     ready_timeout_s: float = 600.0
     tokenizer: str | None = None
     workload: Workload = field(default_factory=Workload)

@@ -38,6 +38,7 @@ model = "stackmatrix:tiny-llama"
 server_args = ["--attn-implementation", "sdpa"]
 launches = 3
 rounds = 1
+warmup_launches = 1
 ready_timeout_s = 180
 
 [bench.workload]
@@ -91,6 +92,11 @@ def test_every_cell_is_built_checked_and_benchmarked(run: tuple[Path, object]) -
         assert metrics["completed"] == 3 and metrics["output_throughput"] > 0
         assert bench["data"]["effective_config"]
         assert (d / "server-L1.log").exists()
+        (warm,) = bench["data"]["warmup_launches"]
+        assert warm["index"] == "W1" and warm["status"] == "ok", warm
+        assert warm["rounds"][0]["requests_file"] == "warmup-W1-R1.jsonl"
+        assert (d / "warmup-W1-R1.jsonl").exists() and (d / "server-LW1.log").exists()
+        assert warm["finished"] <= min(launch["started"] for launch in launches)
 
 
 def test_launches_are_interleaved_across_cells(run: tuple[Path, object]) -> None:
@@ -113,7 +119,15 @@ def test_report_has_all_outputs_and_noise_estimate(
     assert matrix["schema_version"] == 1
     cells = {c["id"]: c for c in matrix["cells"]}
     assert set(cells) == {"tf517", "tf523"}
-    assert matrix["calibration"]["launches"] == 3
+    assert matrix["calibration"]["launches"] == 3  # the warm-up launch is in no statistic
+    for cell in cells.values():
+        assert len(cell["launches"]) == 3 and not any(x["warmup"] for x in cell["launches"])
+        assert [x["warmup"] for x in cell["warmup_launches"]] == [True]
+    assert "W1 (warm-up, discarded)" in (root / "run/matrix.md").read_text()
+    for cell in cells.values():  # read from the client's per-request files (3 x 3 requests)
+        assert cell["distributions"]["ttft_ms"]["n"] == 9.0, cell["distributions"]
+        assert 0 < cell["distributions"]["ttft_ms"]["p50"] < 60_000
+        assert cell["distributions"]["itl_ms"]["n"] > 0
     assert "noise: a launch's value varies by" in proc.stderr
 
 

@@ -171,12 +171,14 @@ def test_bench_and_report_sections() -> None:
             "engine": "sglang",
             "model": "/m",
             "launches": 3,
+            "warmup_launches": 1,
             "workload": {"request_rate": "inf", "max_concurrency": 4},
         },
         "report": {"headline": "decode_tok_s", "fail_on": ["regression"], "min_effect": 0.0},
     }
     spec = parse_spec(raw)
     assert spec.bench is not None and spec.bench.launches == 3
+    assert spec.bench.warmup_launches == 1
     assert math.isinf(spec.bench.workload.request_rate)
     assert spec.report.headline == "decode_tok_s" and spec.report.min_effect == 0.0
 
@@ -184,12 +186,18 @@ def test_bench_and_report_sections() -> None:
 def test_bench_errors() -> None:
     raw = {
         **MINIMAL,
-        "bench": {"engine": "tgi", "launches": 0, "workload": {"kind": "file"}},
+        "bench": {
+            "engine": "tgi",
+            "launches": 0,
+            "warmup_launches": -1,
+            "workload": {"kind": "file"},
+        },
         "report": {"headline": "speed", "fail_on": ["slow"]},
     }
     text = "\n".join(problems(raw))
     assert "bench.engine: 'tgi' is not one of" in text
     assert "bench.launches: 0 is below the minimum 1" in text
+    assert "bench.warmup_launches: -1 is below the minimum 0" in text
     assert "bench.workload.path" in text
     assert "report.headline: 'speed'" in text
     assert "report.fail_on[0]: 'slow'" in text

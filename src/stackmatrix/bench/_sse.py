@@ -8,9 +8,15 @@ clock first, then decodes the response (status line, headers, chunked or
 length-delimited or close-delimited body) and hands each complete line, with the time
 its last byte arrived, to a callback, in the same call. No task wakes up per chunk.
 
-On a loop made by `stamping_loop()` that time is when the selector returned, the
-same for every connection that became readable together: otherwise a connection
-served last in a busy pass would be stamped after all the others were decoded.
+Which clock says when bytes arrived, best first:
+- on Linux, for plain http, the kernel's receive timestamp of the packet
+  (SO_TIMESTAMPNS, read with recvmsg): when it reached our socket, however late
+  the event loop got to it. A read that returns several packets carries the last
+  one's time (the time the last byte arrived);
+- on a loop made by `stamping_loop()`, when the selector returned, the same for
+  every connection that became readable together: otherwise a connection served
+  last in a busy pass would be stamped after all the others were decoded;
+- else the clock when `data_received` ran.
 
 One connection per request (`Connection: close`), as `sglang.bench_serving` opens a
 session per request; no redirects, no proxies, no compression, no keep-alive.
@@ -20,8 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import platform
 import selectors
+import socket
 import ssl
+import struct
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -74,6 +84,27 @@ def stamping_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+# SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) on Linux x86-64 and arm64; Python does not
+# export the name. The control message is a struct timespec: two 64-bit fields.
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+_KERNEL_STAMPS = sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64")
+_READ_SIZE = 256 * 1024
+_CMSG_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if _KERNEL_STAMPS else 0
+
+
+def _kernel_time(ancdata: list[tuple[int, int, bytes]]) -> float | None:
+    """The packet's receive time from recvmsg's control data, on perf_counter's clock."""
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            # CLOCK_REALTIME -> perf_counter (CLOCK_MONOTONIC): NTP slews both alike, so
+            # their offset, read now, holds for a packet that came a moment ago.
+            offset = time.clock_gettime(time.CLOCK_REALTIME) - time.perf_counter()
+            return float(sec + nsec * 1e-9 - offset)
+    return None
+
+
 class _Part(enum.Enum):
     HEAD = enum.auto()
     CHUNK_SIZE = enum.auto()
@@ -101,6 +132,11 @@ async def post_lines(url: str, body: bytes, on_line: LineSink) -> None:
     clock = _CLOCKS.get(loop, time.perf_counter)
     done: asyncio.Future[None] = loop.create_future()
     request = _request(parts.path or "/", parts.netloc.rpartition("@")[2], body)
+    if tls is None and _KERNEL_STAMPS and isinstance(loop, asyncio.SelectorEventLoop):
+        await _post_stamped(
+            loop, parts.hostname, port, request, _Response(b"", on_line, done, clock)
+        )
+        return
     transport, _ = await loop.create_connection(
         lambda: _Response(request, on_line, done, clock), parts.hostname, port, ssl=tls
     )
@@ -108,6 +144,57 @@ async def post_lines(url: str, body: bytes, on_line: LineSink) -> None:
         await done
     finally:
         transport.close()
+
+
+async def _post_stamped(
+    loop: asyncio.AbstractEventLoop, host: str, port: int, request: bytes, response: _Response
+) -> None:
+    """Send `request` on our own socket and feed `response` from recvmsg with the
+    kernel's receive timestamps (no asyncio transport: it reads with recv, which has
+    no control data)."""
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    sock: socket.socket | None = None
+    error: OSError | None = None
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            await loop.sock_connect(sock, address)
+            break
+        except OSError as exc:
+            error = exc
+            sock.close()
+            sock = None
+    if sock is None:
+        raise error or OSError(f"cannot resolve {host!r}")
+    fd = sock.fileno()
+    try:
+        await loop.sock_sendall(sock, request)
+        loop.add_reader(fd, _read_stamped, sock, response)
+        await response.done
+    finally:
+        loop.remove_reader(fd)
+        sock.close()
+
+
+def _read_stamped(sock: socket.socket, response: _Response) -> None:
+    """One read per readiness (level-triggered: the loop calls again if more is left)."""
+    try:
+        data, ancdata, _, _ = sock.recvmsg(_READ_SIZE, _CMSG_SIZE)
+    except (BlockingIOError, InterruptedError):
+        return
+    except OSError as exc:
+        response.connection_lost(exc)
+        return
+    now = response.clock()
+    if not data:
+        response.connection_lost(None)
+        return
+    stamp = _kernel_time(ancdata)
+    # A stamp later than now, or from long ago, means the wall clock stepped: ours wins.
+    response.feed(data, stamp if stamp is not None and now - 1.0 < stamp <= now else now)
 
 
 def _request(path: str, host: str, body: bytes) -> bytes:
@@ -139,13 +226,23 @@ class _Response(asyncio.Protocol):
         self._status = 0
         self._error_body = bytearray()
 
+    @property
+    def done(self) -> asyncio.Future[None]:
+        return self._done
+
+    def clock(self) -> float:
+        return self._clock()
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         transport.write(self._request)
 
     def data_received(self, data: bytes) -> None:
-        now = self._clock()  # first: this is the arrival time of these bytes
+        self.feed(data, self._clock())  # first: this is the arrival time of these bytes
+
+    def feed(self, data: bytes, now: float) -> None:
+        """Decode `data`, which arrived at `now`."""
         if self._done.done():
             return
         try:

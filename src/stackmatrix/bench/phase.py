@@ -91,6 +91,7 @@ def run_bench_phase(
     _write_schedule(run_dir, order, spec.order_seed, slots)
     model = _model(bench, spec_dir)
     try:
+        _warm_up(bench, engine, states, slots, model, wl, say)
         for seq, (cid, k) in enumerate(slots, start=1):
             st = states[cid]
             if st.failed:
@@ -219,6 +220,7 @@ def inputs_hash(
     (raising it later resumes with more launches instead of starting over)."""
     bench_dict = dataclasses.asdict(bench)
     bench_dict.pop("launches")
+    bench_dict.pop("warmup_launches")  # discarded launches don't define the measurements
     bench_dict.pop("workload")
     payload = {
         "bench": bench_dict,
@@ -231,6 +233,42 @@ def inputs_hash(
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# --- warm-up launches -----------------------------------------------------------
+
+
+def _warm_up(
+    bench: Bench,
+    engine: Engine,
+    states: Mapping[str, _CellState],
+    slots: Sequence[tuple[str, int]],
+    model: str,
+    wl: workload.WorkloadSet,
+    say: Progress,
+) -> None:
+    """`bench.warmup_launches` discarded launches of each cell that has launches to run,
+    in the schedule's order, before the first measured one: a machine's first server
+    launch pays for cold caches (files, GPU clocks, compile caches) that later launches
+    do not. Each runs one round; it is recorded in bench.json under "warmup_launches"
+    and left out of every statistic. A failure here is recorded, not fatal: the
+    measured launches then fail (or not) on their own."""
+    if not bench.warmup_launches or engine.name == "external":
+        return
+    cells = list(dict.fromkeys(cid for cid, _ in slots))
+    one_round = dataclasses.replace(bench, rounds=1)
+    for w in range(1, bench.warmup_launches + 1):
+        for cid in cells:
+            st = states[cid]
+            say(cid, f"warm-up launch {w}/{bench.warmup_launches} (discarded)")
+            launch = _run_launch(one_round, engine, st, f"W{w}", 0, model, wl)
+            launch.pop("config", None)
+            launch["summary"] = metrics.launch_summary(launch["rounds"])
+            warm = [x for x in st.result.data.get("warmup_launches", []) if x["index"] != f"W{w}"]
+            st.result.data["warmup_launches"] = [*warm, launch]
+            st.cell_dir.write(st.result)
+            if launch["status"] != "ok":
+                say(cid, f"warm-up launch failed: {launch.get('message', '')}")
+
+
 # --- one launch ----------------------------------------------------------------
 
 
@@ -238,7 +276,7 @@ def _run_launch(
     bench: Bench,
     engine: Engine,
     st: _CellState,
-    k: int,
+    k: int | str,
     seq: int,
     model: str,
     wl: workload.WorkloadSet,
@@ -303,7 +341,7 @@ def _measure(
     engine: Engine,
     st: _CellState,
     srv: server.RunningServer,
-    k: int,
+    k: int | str,
     model: str,
     wl: workload.WorkloadSet,
     launch: dict[str, Any],
@@ -323,7 +361,8 @@ def _measure(
             warm = run_round(wl.warmup, dataclasses.replace(opts, use_arrivals=False))
             warm_errors = sum(not rec.ok for rec in warm.records)
         outcome = run_round(wl.measured, opts)
-        name = f"requests-L{k}-R{r}.jsonl"
+        # warm-up launches ("W1") write warmup-W1-R1.jsonl: never read as measurements
+        name = f"requests-L{k}-R{r}.jsonl" if isinstance(k, int) else f"warmup-{k}-R{r}.jsonl"
         workload.write_requests(st.cell_dir.file(name), [x.to_dict() for x in outcome.records])
         figures = metrics.round_metrics(outcome.records, outcome.duration_s)
         launch["rounds"].append(

@@ -82,6 +82,11 @@ class LaunchRow:
     rounds: tuple[float, ...]
     outlier: bool
     env_facts: dict[str, Any]
+    warmup: bool = False  # a discarded warm-up launch, in no statistic
+
+    @property
+    def label(self) -> str:
+        return f"W{self.index} (warm-up, discarded)" if self.warmup else f"L{self.index}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +96,7 @@ class LaunchRow:
             "rounds": list(self.rounds),
             "outlier": self.outlier,
             "env_facts": self.env_facts,
+            "warmup": self.warmup,
         }
 
 
@@ -124,13 +130,14 @@ class CellReport:
     findings_by_phase: dict[str, tuple[Finding, ...]]  # phase -> its findings, worst first
     problems: tuple[str, ...]
     headline: Interval | None
-    launches: tuple[LaunchRow, ...]
+    launches: tuple[LaunchRow, ...]  # measured launches only
     summary: dict[str, Any]  # bench summary metrics
     comparison: Comparison | None
     drift: drift_mod.Drift | None
     distributions: dict[str, dict[str, float]]  # metric -> quantile label -> value
     versions: dict[str, str]
     history: HistoryNote | None = None
+    warmup_launches: tuple[LaunchRow, ...] = ()  # discarded, shown for the record
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -171,6 +178,7 @@ class CellReport:
             "reason": self.reason,
             "headline": self.headline.to_dict() if self.headline else None,
             "launches": [launch.to_dict() for launch in self.launches],
+            "warmup_launches": [launch.to_dict() for launch in self.warmup_launches],
             "summary": self.summary,
             "comparison": self.comparison.to_dict() if self.comparison else None,
             "drift": self.drift.to_dict() if self.drift else None,
@@ -372,6 +380,7 @@ def _cell_report(
         problems=cell.problems,
         headline=interval(samples, confidence=thresholds.confidence) if samples.values else None,
         launches=_launch_rows(cell, headline),
+        warmup_launches=_launch_rows(cell, headline, warmup=True),
         summary=dict(cell.data("bench").get("summary") or {}),
         comparison=comparison,
         drift=drift,
@@ -412,9 +421,12 @@ def _targets(cell: CellResults, targets: Sequence[str]) -> dict[str, str]:
     return {t: str(summary.get(t, "unknown")) for t in targets}
 
 
-def _launch_rows(cell: CellResults, headline: str) -> tuple[LaunchRow, ...]:
+def _launch_rows(
+    cell: CellResults, headline: str, *, warmup: bool = False
+) -> tuple[LaunchRow, ...]:
     rows = []
-    for i, launch in enumerate(cell.data("bench").get("launches") or []):
+    key = "warmup_launches" if warmup else "launches"
+    for i, launch in enumerate(cell.data("bench").get(key) or [], start=1):
         rounds = tuple(
             float(r["metrics"][headline])
             for r in launch.get("rounds") or []
@@ -422,15 +434,16 @@ def _launch_rows(cell: CellResults, headline: str) -> tuple[LaunchRow, ...]:
         )
         rows.append(
             LaunchRow(
-                index=int(launch.get("index", i)),
+                index=i if warmup else int(launch.get("index", i)),
                 status=str(launch.get("status", "ok")),
                 value=statistics.median(rounds) if rounds else None,
                 rounds=rounds,
                 outlier=False,
                 env_facts=dict(launch.get("env_facts") or {}),
+                warmup=warmup,
             )
         )
-    return _mark_outliers(rows)
+    return tuple(rows) if warmup else _mark_outliers(rows)
 
 
 def _mark_outliers(rows: list[LaunchRow]) -> tuple[LaunchRow, ...]:
@@ -455,9 +468,10 @@ def _distributions(cell: CellResults) -> dict[str, dict[str, float]]:
         for record in read_requests(path):
             if record.get("error"):
                 continue
-            if isinstance(record.get("ttft_ms"), int | float):
-                ttft.append(float(record["ttft_ms"]))
-            itl += [float(x) for x in record.get("itl_ms") or [] if isinstance(x, int | float)]
+            # the client's records (bench/client.py) hold seconds; the plots show ms
+            if isinstance(record.get("ttft_s"), int | float):
+                ttft.append(float(record["ttft_s"]) * 1e3)
+            itl += [float(x) * 1e3 for x in record.get("itl_s") or [] if isinstance(x, int | float)]
     return {name: _quantiles(vals) for name, vals in (("ttft_ms", ttft), ("itl_ms", itl)) if vals}
 
 

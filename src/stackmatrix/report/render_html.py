@@ -399,18 +399,18 @@ def _order(s: Severity) -> int:
 
 
 def _launches(c: CellReport) -> str:
-    if not c.launches:
+    if not c.launches and not c.warmup_launches:
         return ""
     rows = [
         [
-            f"L{launch.index}",
+            _e(launch.label),
             _e(launch.status),
             _e(_fmt.number(launch.value)),
             _e(" ".join(_fmt.number(r) for r in launch.rounds)),
             (_badge("outlier", "open") + " " if launch.outlier else "")
             + _e(_fmt.facts_text(launch.env_facts)),
         ]
-        for launch in c.launches
+        for launch in (*c.warmup_launches, *c.launches)
     ]
     return "<h3>Launches</h3>" + _table(
         ["launch", "status", "median#", "rounds", "environment"], rows

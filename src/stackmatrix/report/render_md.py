@@ -287,14 +287,14 @@ def _findings_md(by_phase: dict[str, tuple[Finding, ...]]) -> str:
 
 
 def _launches_md(c: CellReport) -> str:
-    if not c.launches:
+    if not c.launches and not c.warmup_launches:
         return ""
     rows = []
-    for launch in c.launches:
+    for launch in (*c.warmup_launches, *c.launches):
         facts = _fmt.facts_text(launch.env_facts) if launch.outlier else ""
         rows.append(
             [
-                f"L{launch.index}",
+                launch.label,
                 launch.status,
                 _fmt.number(launch.value),
                 " ".join(_fmt.number(r) for r in launch.rounds),

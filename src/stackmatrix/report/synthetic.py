@@ -289,9 +289,9 @@ def _write_requests(path: Path, tok_s: float, cell: SyntheticCell, rng: random.R
         lines.append(
             json.dumps(
                 {
-                    "ttft_ms": round(ttft, 3),
-                    "itl_ms": itl,
-                    "e2e_ms": round(ttft + sum(itl), 3),
+                    "ttft_s": round(ttft / 1e3, 6),
+                    "itl_s": [round(x / 1e3, 6) for x in itl],
+                    "e2e_s": round((ttft + sum(itl)) / 1e3, 6),
                     "output_tokens": 33,
                     "error": None,
                 }

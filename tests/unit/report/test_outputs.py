@@ -98,8 +98,9 @@ def _cpu_run(tmp_path):
             rd / "cells" / cid / "bench.json",
             phase(cid, "bench", data=bench_data(vals, config=configs[cid])),
         )
-        ok = {"ttft_ms": 40.0, "itl_ms": [20.0, 21.0], "e2e_ms": 81, "output_tokens": 3}
-        failed = {"ttft_ms": 900.0, "itl_ms": [], "e2e_ms": 900, "output_tokens": 0}
+        # the client's own field names and units (seconds)
+        ok = {"ttft_s": 0.040, "itl_s": [0.020, 0.021], "e2e_s": 0.081, "output_tokens": 3}
+        failed = {"ttft_s": 0.900, "itl_s": [], "e2e_s": 0.900, "output_tokens": 0}
         (rd / "cells" / cid / "requests-L0-R0.jsonl").write_text(
             json.dumps({**ok, "error": None})
             + "\nnot json\n"
