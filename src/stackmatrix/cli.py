@@ -15,7 +15,7 @@ from stackmatrix.errors import PolicyFailure, StackmatrixError, UsageError
 from stackmatrix.pipeline import ALL_PHASES, RunOptions, default_work_dir, run_pipeline
 from stackmatrix.plan import describe_difference, github_matrix, make_plan
 from stackmatrix.spec import load_spec
-from stackmatrix.spec_model import Spec
+from stackmatrix.spec_model import METRICS, Spec
 
 log = logging.getLogger("stackmatrix")
 
@@ -74,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("results", type=Path)
     r.add_argument("--fail-on", default="", help="incompatible,regression,failed")
     r.add_argument("--history", type=Path, default=None, help="SQLite history file")
+    r.add_argument(
+        "--headline",
+        choices=METRICS,
+        default=None,
+        help="judge the cells on this recorded metric instead of the spec's headline",
+    )
+    r.add_argument(
+        "--output", type=Path, default=None, help="write the report here (default: RESULTS)"
+    )
     r.set_defaults(func=cmd_report)
 
     _optional_commands(sub)
@@ -241,7 +250,13 @@ def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from stackmatrix.report import build_report
 
-    outcome = build_report(args.results, fail_on=_fail_on(args.fail_on), history_db=args.history)
+    outcome = build_report(
+        args.results,
+        fail_on=_fail_on(args.fail_on),
+        history_db=args.history,
+        headline=args.headline,
+        out_dir=args.output,
+    )
     for path in (outcome.markdown, outcome.html, outcome.json, outcome.junit):
         print(path)
     write_step_summary(outcome.summary_markdown)

@@ -35,24 +35,30 @@ def build_report(
     fail_on: Sequence[str] = (),
     history_db: Path | None = None,
     compat: Path | None = None,
+    headline: str | None = None,
+    out_dir: Path | None = None,
 ) -> ReportOutcome:
-    """Write the four outputs into `run_dir` and say which --fail-on policies matched.
+    """Write the four outputs into `out_dir` (default `run_dir`) and say which
+    --fail-on policies matched.
 
     `history_db` is the SQLite file this report appends its cells to and reads earlier
     runs from (None: no history). `compat` overrides the directory of the rule files.
+    `headline` judges the cells on another recorded metric than the spec's.
     """
-    report = build_model(load_run(run_dir), compat=compat)
+    report = build_model(load_run(run_dir), compat=compat, headline=headline)
     if history_db is not None:
         notes = history.record(history_db, report, run_dir)
         report = dataclasses.replace(
             report,
             cells=tuple(dataclasses.replace(c, history=notes.get(c.id)) for c in report.cells),
         )
+    out = out_dir or run_dir
+    out.mkdir(parents=True, exist_ok=True)
     paths = {
-        "markdown": run_dir / "matrix.md",
-        "html": run_dir / "matrix.html",
-        "json": run_dir / "matrix.json",
-        "junit": run_dir / "junit.xml",
+        "markdown": out / "matrix.md",
+        "html": out / "matrix.html",
+        "json": out / "matrix.json",
+        "junit": out / "junit.xml",
     }
     _atomic.write_text(paths["markdown"], render_md.render(report))
     _atomic.write_text(paths["html"], render_html.render(report))

@@ -257,8 +257,11 @@ def thresholds_from(run: dict[str, Any]) -> tuple[str, Thresholds, tuple[str, ..
     return headline, thresholds, tuple(str(x) for x in policy.get("fail_on") or ())
 
 
-def build_model(results: RunResults, *, compat: Path | None = None) -> MatrixReport:
-    headline, thresholds, fail_on = thresholds_from(results.run)
+def build_model(
+    results: RunResults, *, compat: Path | None = None, headline: str | None = None
+) -> MatrixReport:
+    spec_headline, thresholds, fail_on = thresholds_from(results.run)
+    headline = headline or spec_headline
     notes = list(results.problems)
     if results.run.get("synthetic"):
         notes.insert(0, str(results.run["synthetic"]))

@@ -105,3 +105,27 @@ def test_story_golden(story, name):
     assert produced == golden.read_text(), (
         f"{name} changed; if intended, rerun with STACKMATRIX_UPDATE_GOLDEN=1 and review the diff"
     )
+
+
+def test_report_judged_on_another_metric_goes_elsewhere(story, tmp_path):
+    """`stackmatrix report RUN --headline ttft_median_ms --output DIR`: the same
+    results judged on another recorded metric, written beside, the run's own untouched."""
+    import subprocess
+    import sys
+
+    build_report(story)
+    before = (story / "matrix.md").read_text()
+    out = tmp_path / "by-ttft"
+    args = [sys.executable, "-m", "stackmatrix", "report", str(story)]
+    proc = subprocess.run(
+        [*args, "--headline", "ttft_median_ms", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "matrix.json").read_text())["headline"] == "ttft_median_ms"
+    assert "### Performance: TTFT median (ms)" in (out / "matrix.md").read_text()
+    assert (story / "matrix.md").read_text() == before
+    bad = subprocess.run([*args, "--headline", "speed"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice: 'speed'" in bad.stderr
