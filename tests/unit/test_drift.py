@@ -56,3 +56,21 @@ def test_flashinfer_alone_pulls_torch() -> None:
     found = detect_drift(cell, lock(("flashinfer-python", "0.6.4"), ("torch", "2.14.1")))
     assert [(f.code, f.subject) for f in found] == [("SM-DRIFT-UNPINNED-HEAVY", "torch")]
     assert "torch==2.14.1" in found[0].message
+
+
+def test_preinstalled_environment_names_unpinned_heavy_packages_once() -> None:
+    """The `current` backend resolves nothing: pins are checked against what is there,
+    and the unpinned heavy packages are one info finding, not a warning each."""
+    cell = Cell(id="c", pins=("torch==2.11.0",))
+    entries = [("torch", "2.11.0+cu130"), ("six", "1.17.0")]
+    entries += [(f"nvidia-lib{i}", f"13.0.{i}") for i in range(8)]
+    found = detect_drift(cell, lock(*entries), preinstalled=True)
+    assert [(f.code, f.severity.value) for f in found] == [
+        ("SM-DRIFT-LOCAL-TAG", "warn"),
+        ("SM-DRIFT-UNPINNED-PREINSTALLED", "info"),
+    ]
+    assert "the environment has torch 2.11.0+cu130" in found[0].message
+    assert "resolver" not in found[0].message
+    info = found[1]
+    assert len(info.details["unpinned"]) == 8 and "torch" not in info.details["unpinned"]
+    assert "8 package(s)" in info.message and "and 2 more" in info.message

@@ -40,6 +40,6 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
         environment=env,
         message=f"using the current interpreter {sys.executable}",
         lock=tuple(lock),
-        findings=tuple(detect_drift(cell, lock)),
+        findings=tuple(detect_drift(cell, lock, preinstalled=True)),
         reused=True,
     )

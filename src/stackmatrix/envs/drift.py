@@ -20,7 +20,15 @@ HEAVY = re.compile(
 )
 
 
-def detect_drift(cell: Cell, lock: Sequence[LockEntry]) -> list[Finding]:
+def detect_drift(
+    cell: Cell, lock: Sequence[LockEntry], *, preinstalled: bool = False
+) -> list[Finding]:
+    """What the environment holds that the pins did not ask for.
+
+    `preinstalled`: nothing was resolved (the `current` backend): the pins are checked
+    against what is there, and the unpinned heavy packages are one info finding that
+    names them, not one warning each about a resolver that never ran.
+    """
     by_name = {e.name: e for e in lock}
     findings: list[Finding] = []
     asked: set[str] = set()
@@ -32,8 +40,11 @@ def detect_drift(cell: Cell, lock: Sequence[LockEntry]) -> list[Finding]:
         if entry is None:
             findings.append(_missing(cell, pin, name))
             continue
-        findings.extend(_version_drift(cell, req, pin, entry))
-    findings.extend(_heavy_unpinned(cell, lock, asked))
+        findings.extend(_version_drift(cell, req, pin, entry, preinstalled))
+    if preinstalled:
+        findings.extend(_preinstalled_unpinned(cell, lock, asked))
+    else:
+        findings.extend(_heavy_unpinned(cell, lock, asked))
     return findings
 
 
@@ -48,7 +59,9 @@ def _missing(cell: Cell, pin: str, name: str) -> Finding:
     )
 
 
-def _version_drift(cell: Cell, req: Requirement, pin: str, entry: LockEntry) -> list[Finding]:
+def _version_drift(
+    cell: Cell, req: Requirement, pin: str, entry: LockEntry, preinstalled: bool
+) -> list[Finding]:
     try:
         got = Version(entry.version)
     except InvalidVersion:
@@ -67,7 +80,7 @@ def _version_drift(cell: Cell, req: Requirement, pin: str, entry: LockEntry) -> 
                 severity=Severity.WARN,
                 cell=cell.id,
                 subject=entry.name,
-                message=f"asked for {pin!r}, the resolver installed {entry.name} "
+                message=f"asked for {pin!r}, {_who(preinstalled)} {entry.name} "
                 f"{entry.version} (local tag +{got.local}) from {entry.source}; pin "
                 f"'{entry.name}=={entry.version}' or fix the index order if that is "
                 "not the build you meant",
@@ -87,6 +100,32 @@ def _info_range(cell: Cell, pin: str, entry: LockEntry) -> Finding:
         "Pin it exactly to make the cell reproducible",
         details={"asked": pin, "resolved": entry.version},
     )
+
+
+def _who(preinstalled: bool) -> str:
+    return "the environment has" if preinstalled else "the resolver installed"
+
+
+def _preinstalled_unpinned(
+    cell: Cell, lock: Sequence[LockEntry], asked: set[str]
+) -> list[Finding]:
+    heavy = {e.name: e.version for e in lock if e.name not in asked and HEAVY.match(e.name)}
+    if not heavy:
+        return []
+    named = ", ".join(f"{n} {v}" for n, v in list(heavy.items())[:6])
+    more = f" and {len(heavy) - 6} more" if len(heavy) > 6 else ""
+    return [
+        Finding(
+            code="SM-DRIFT-UNPINNED-PREINSTALLED",
+            severity=Severity.INFO,
+            cell=cell.id,
+            subject="environment",
+            message=f"this preinstalled environment has {len(heavy)} package(s) that define "
+            f"the stack's ABI or CUDA build and that no pin names ({named}{more}); their "
+            "versions are in the lock; pin them in the cell to have them checked",
+            details={"unpinned": heavy},
+        )
+    ]
 
 
 def _heavy_unpinned(cell: Cell, lock: Sequence[LockEntry], asked: set[str]) -> list[Finding]:
