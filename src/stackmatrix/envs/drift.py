@@ -106,9 +106,7 @@ def _who(preinstalled: bool) -> str:
     return "the environment has" if preinstalled else "the resolver installed"
 
 
-def _preinstalled_unpinned(
-    cell: Cell, lock: Sequence[LockEntry], asked: set[str]
-) -> list[Finding]:
+def _preinstalled_unpinned(cell: Cell, lock: Sequence[LockEntry], asked: set[str]) -> list[Finding]:
     heavy = {e.name: e.version for e in lock if e.name not in asked and HEAVY.match(e.name)}
     if not heavy:
         return []
