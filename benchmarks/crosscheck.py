@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -24,6 +25,7 @@ from stackmatrix.bench.server import launch
 from stackmatrix.bench.tinymodel import make_tiny_model
 from stackmatrix.bench.workload import generate
 from stackmatrix.envs.base import Environment
+from stackmatrix.report._tdist import t_ppf
 from stackmatrix.spec_model import Workload
 
 AIPERF = ("aiperf==0.13.0",)
@@ -66,15 +68,28 @@ def crosscheck(args: argparse.Namespace) -> int:
             "".join(json.dumps({"text": r.prompt}) + "\n" for r in requests.measured)
         )
         for rep in range(args.reps):
+            # ABAB... then BABA...: alternate who goes first, so a trend within a rep
+            # (the server warming, a neighbour arriving) does not favour one side
+            ours_first = rep % 2 == 0
+            ai_out = work / f"ai{rep}"
+            if not ours_first:
+                theirs.append(_aiperf(aiperf_py, srv.base_url, model, prompts, args, ai_out))
             run_round(requests.warmup, opts)
             out = run_round(requests.measured, opts)
             ours.append(round_metrics(out.records, out.duration_s)["output_throughput"])
-            theirs.append(_aiperf(aiperf_py, srv.base_url, model, prompts, args, work / f"ai{rep}"))
-            print(f"rep {rep + 1}: ours {ours[-1]:.1f} tok/s, aiperf {theirs[-1]:.1f} tok/s")
+            if ours_first:
+                theirs.append(_aiperf(aiperf_py, srv.base_url, model, prompts, args, ai_out))
+            first = "ours first" if ours_first else "aiperf first"
+            print(
+                f"rep {rep + 1} ({first}): ours {ours[-1]:.1f} tok/s, aiperf {theirs[-1]:.1f} tok/s"
+            )
     a, b = statistics.median(ours), statistics.median(theirs)
-    # Each rep measures ours then aiperf back to back; the median of the paired
-    # ratios cancels drift slower than one rep (other tenants of a shared host).
-    paired = statistics.median(x / y - 1 for x, y in zip(ours, theirs, strict=True))
+    # Each rep measures both back to back; the median of the paired ratios cancels
+    # drift slower than one rep (other tenants of a shared host). The interval: the
+    # paired log ratios' mean with a t interval (how well the reps pin the difference).
+    ratios = [x / y for x, y in zip(ours, theirs, strict=True)]
+    paired = statistics.median(r - 1 for r in ratios)
+    low, high = _paired_interval(ratios)
     report = {
         "ours_tok_s": ours,
         "aiperf_tok_s": theirs,
@@ -82,6 +97,11 @@ def crosscheck(args: argparse.Namespace) -> int:
         "median_aiperf": b,
         "difference_of_medians_pct": round(100 * (a - b) / b, 2),
         "paired_difference_pct": round(100 * paired, 2),
+        "paired_mean_95ci_pct": [round(100 * low, 2), round(100 * high, 2)],
+        "sides_noise_pct": {
+            "ours": round(100 * statistics.stdev(ours) / statistics.fmean(ours), 1),
+            "aiperf": round(100 * statistics.stdev(theirs) / statistics.fmean(theirs), 1),
+        },
     }
     report |= {"client_cores": client_cores, "server_cores": server_cores}
     report |= {"load_average": os.getloadavg()}
@@ -89,6 +109,16 @@ def crosscheck(args: argparse.Namespace) -> int:
     ok = abs(paired) <= 0.05
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def _paired_interval(ratios: list[float]) -> tuple[float, float]:
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    if n < 2:
+        return (math.nan, math.nan)
+    half = t_ppf(0.975, n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    mean = statistics.fmean(logs)
+    return (math.exp(mean - half) - 1, math.exp(mean + half) - 1)
 
 
 def _aiperf(
