@@ -155,8 +155,10 @@ def test_arrival_time_is_the_kernels_not_the_busy_loops() -> None:
     assert len(got) == 5
     gaps = [b - a for a, b in itertools.pairwise(got)]
     true_gaps = [b - a for a, b in itertools.pairwise(sent)]
-    # stamped when the loop got to it, line 2 would be 25 ms late: gaps of 55 and 5 ms
+    # stamped when the loop got to it, line 2 would be 25 ms late: gaps of 55 and 5 ms.
+    # With kernel stamps the error is microseconds; 10 ms leaves room for a busy CI
+    # host descheduling the server between its send and reading its clock.
     for measured, true in zip(gaps, true_gaps, strict=True):
-        assert abs(measured - true) < 0.003, (gaps, true_gaps)
+        assert abs(measured - true) < 0.010, (gaps, true_gaps)
     for s, g in zip(sent, got, strict=True):
-        assert -0.003 < g - s < 0.003, (sent, got)  # arrival ~ send on loopback
+        assert -0.010 < g - s < 0.010, (sent, got)  # arrival ~ send on loopback
