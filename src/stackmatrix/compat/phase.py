@@ -7,6 +7,7 @@ verdict from findings with stable codes (docs/compat.md lists every code).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import tempfile
@@ -196,6 +197,22 @@ def _lib_findings(r: _ExtResult, cell: str | None, host_has_driver: bool) -> lis
                 )
             )
     return out
+
+
+def _optional(findings: list[Finding], feature: str) -> list[Finding]:
+    """An extension its package loads only for one feature (loaders.toml [[optional]]):
+    what keeps it from loading costs that feature, not the stack. Same codes, as info."""
+    return [
+        dataclasses.replace(
+            f,
+            severity=Severity.INFO,
+            message=f"{f.message} (optional: only {feature} is unavailable)",
+            details={**f.details, "optional_feature": feature},
+        )
+        if f.severity is not Severity.INFO
+        else f
+        for f in findings
+    ]
 
 
 def _cuda_hint(name: str) -> str:
@@ -617,6 +634,7 @@ def _static_check(
     host_has_driver: bool,
 ) -> CheckOutcome:
     index = libs.LibraryIndex()
+    optional = coverage.optional_rules()
     results: list[_ExtResult] = []
     findings: list[Finding] = []
     for sp, path in find_extensions(site):
@@ -635,11 +653,12 @@ def _static_check(
             continue
         results.append(r)
         if resolve:
-            findings += _lib_findings(r, cell_id, host_has_driver)
-            findings += _symbol_findings(r, cell_id)
+            own = _lib_findings(r, cell_id, host_has_driver) + _symbol_findings(r, cell_id)
+            feature = coverage.optional_feature(r.relpath, optional)
+            findings += _optional(own, feature) if feature else own
     majors, cuda_findings = _cuda_findings(results, inventory, cell_id)
     findings += cuda_findings
-    cov = _coverage(results, targets, coverage.loader_rules(), coverage.optional_rules())
+    cov = _coverage(results, targets, coverage.loader_rules(), optional)
     findings += _coverage_findings(cov, cell_id)
     data: dict[str, Any] = {
         "inventory": [d.to_dict() for d in inventory.distributions],
