@@ -25,6 +25,7 @@ session per request; no redirects, no proxies, no compression, no keep-alive.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import platform
 import selectors
@@ -160,7 +161,8 @@ async def _post_stamped(
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            with contextlib.suppress(OSError):  # without it: the selector's time
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
             await loop.sock_connect(sock, address)
             break
         except OSError as exc:
