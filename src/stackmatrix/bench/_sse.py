@@ -195,8 +195,11 @@ def _read_stamped(sock: socket.socket, response: _Response) -> None:
         response.connection_lost(None)
         return
     stamp = _kernel_time(ancdata)
-    # A stamp later than now, or from long ago, means the wall clock stepped: ours wins.
-    response.feed(data, stamp if stamp is not None and now - 1.0 < stamp <= now else now)
+    # The stamp may be after `now` (the selector's return) when more packets came
+    # before this read, never after this moment; one later than that, or from long
+    # ago, means the wall clock stepped: the selector's time then.
+    ok = stamp is not None and now - 1.0 < stamp <= time.perf_counter()
+    response.feed(data, stamp if ok and stamp is not None else now)
 
 
 def _request(path: str, host: str, body: bytes) -> bytes:
