@@ -198,8 +198,9 @@ def _read_stamped(sock: socket.socket, response: _Response) -> None:
     # The stamp may be after `now` (the selector's return) when more packets came
     # before this read, never after this moment; one later than that, or from long
     # ago, means the wall clock stepped: the selector's time then.
-    ok = stamp is not None and now - 1.0 < stamp <= time.perf_counter()
-    response.feed(data, stamp if ok and stamp is not None else now)
+    if stamp is None or not now - 1.0 < stamp <= time.perf_counter():
+        stamp = now
+    response.feed(data, stamp)
 
 
 def _request(path: str, host: str, body: bytes) -> bytes:
