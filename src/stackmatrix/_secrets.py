@@ -1,4 +1,12 @@
-"""Secrets never land in results, logs or reports: redact by name before writing."""
+"""Secrets never land in results, logs or reports: redact by name and by value.
+
+A name is secret when one of its `_`/`-`/`.`-separated words is a credential word
+(`hf_token`, `api-key`, `AWS_SECRET_ACCESS_KEY`), not when it merely contains one:
+`tokenizer_path`, `max_total_tokens` or `skip_tokenizer_init` are configuration that a
+comparison between cells must show (issue 13). A value is secret when it has the
+shape of a well-known credential (a Hugging Face, OpenAI, GitHub or AWS key, a
+bearer header), whatever its name.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +14,35 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-_SECRET = re.compile(r"TOKEN|SECRET|PASSW|API[_-]?KEY|ACCESS[_-]KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+# Kept in step with compat/_probe_script.py, which runs inside a cell's interpreter
+# and cannot import this module (a unit test compares the two).
+SECRET_NAME_PATTERN = (
+    r"(?:^|[_\-.])(?:token|secret|passw(?:or)?d|pass|api[_\-]?key|access[_\-]?key|"
+    r"private[_\-]?key|credentials?|auth|authorization|cookie|session[_\-]?key)(?:$|[_\-.])|[_\-.]key$"
+)
+_SECRET_NAME = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
+# Shapes of credentials, so a token passed under an innocent name is still hidden.
+_SECRET_VALUE = re.compile(
+    r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
+    r"github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9\-]{10,})\b"
+    r"|(?i:bearer\s+[A-Za-z0-9._\-]{16,})"
+)
 REDACTED = "<redacted>"
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET.search(name))
+    # camelCase words count as words too (`hfToken`, `apiKey`)
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return bool(_SECRET_NAME.search(spaced))
+
+
+def is_secret_value(value: object) -> bool:
+    return isinstance(value, str) and bool(_SECRET_VALUE.search(value))
+
+
+def redact_text(text: str) -> str:
+    """`text` with every credential-shaped substring replaced."""
+    return _SECRET_VALUE.sub(REDACTED, text)
 
 
 def redact(data: Any) -> Any:
@@ -23,6 +54,8 @@ def redact(data: Any) -> Any:
         }
     if isinstance(data, list):
         return [redact(v) for v in data]
+    if isinstance(data, str):
+        return redact_text(data)
     return data
 
 
@@ -36,12 +69,12 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             hide_next = False
             continue
         flag, eq, _ = arg.partition("=")
-        if flag.startswith("-") and is_secret_name(flag):
+        if flag.startswith("-") and is_secret_name(flag.lstrip("-")):
             if eq:
                 out.append(f"{flag}={REDACTED}")
             else:
                 out.append(arg)
                 hide_next = True
             continue
-        out.append(arg)
+        out.append(redact_text(arg))
     return out

@@ -41,7 +41,13 @@ ENV_NAMES = (
     "HF_HUB_OFFLINE",
     "TRITON_CACHE_DIR",
 )
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+# The same words as stackmatrix._secrets.SECRET_NAME_PATTERN (this script runs inside a
+# cell's interpreter and imports nothing of ours; a unit test keeps the two equal).
+SECRET_NAME_PATTERN = (
+    r"(?:^|[_\-.])(?:token|secret|passw(?:or)?d|pass|api[_\-]?key|access[_\-]?key|"
+    r"private[_\-]?key|credentials?|auth|authorization|cookie|session[_\-]?key)(?:$|[_\-.])|[_\-.]key$"
+)
+_SECRET = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
 
 
 def _error(exc: BaseException) -> dict[str, str]:

@@ -4,7 +4,6 @@ that carry the cell's values (pins, indexes, CA bundle, env) into the build."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from importlib import resources
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stackmatrix import _atomic
+from stackmatrix._secrets import is_secret_name
 from stackmatrix.spec_model import Cell
 
 Family = Literal["cuda", "python"]
@@ -27,7 +27,6 @@ CUDA_BASES: dict[str, str] = {
     "12.8": "nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04",
     "13.0": "nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04",
 }
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|CREDENTIAL|AUTH", re.I)
 
 
 class ContextError(Exception):
@@ -41,11 +40,6 @@ class Context:
     base_image: str
     family: Family
     buildkit: bool
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an environment variable's name says it holds a credential."""
-    return bool(_SECRET_NAME.search(name))
 
 
 def base_image(cell: Cell) -> str:

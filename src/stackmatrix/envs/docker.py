@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
+from stackmatrix._secrets import is_secret_name
 from stackmatrix.envs import _docker_cli, _docker_context, _docker_rootfs
 from stackmatrix.envs._docker_cli import Engine, EngineProblem
 from stackmatrix.envs._docker_context import (
@@ -37,7 +38,6 @@ from stackmatrix.envs._docker_context import (
     IMAGE_PYTHON,
     VENV_PATH,
     ContextError,
-    is_secret_name,
 )
 from stackmatrix.envs.base import BuildOutcome, Environment, LockEntry
 from stackmatrix.findings import Finding, Severity

@@ -16,10 +16,10 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from stackmatrix._secrets import is_secret_name, is_secret_value
 from stackmatrix.report.load import CellResults
 from stackmatrix.report.logfacts import LogPattern, read_facts
 
-_SECRET = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
 _CUDA_SUFFIX = re.compile(r"-cu\d+$")
 _MAX_DEPTH = 3
 
@@ -41,7 +41,7 @@ def text(value: Any) -> str:
 
 def redact(name: str, value: str) -> str:
     """Secrets never reach a report: keep a short hash so a change still shows."""
-    if not _SECRET.search(name):
+    if not (is_secret_name(name) or is_secret_value(value)):
         return value
     digest = hashlib.sha256(value.encode()).hexdigest()[:8]
     return f"<redacted sha256:{digest}>"
