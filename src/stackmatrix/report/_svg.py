@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import TypeGuard
 
 from stackmatrix.report._fmt import number
 
@@ -33,26 +34,48 @@ class BoxRow:
     quantiles: dict[str, float]  # p5 p25 p50 p75 p95
 
 
+MAX_TICKS = 50
+# a range narrower than this, relative to its values, is one value (a single launch's
+# geometric mean and median differ by a rounding step: issue 16, defect 1)
+_SAME = 1e-9
+
+
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    span = high - low if high > low else abs(high) or 1.0
-    raw = span / count
-    step = 10 ** math.floor(math.log10(raw))
+    """Round tick values covering [low, high]: at most MAX_TICKS, none for a bad range."""
+    if not (_finite(low) and _finite(high)):
+        return []
+    low, high = _widened(min(low, high), max(low, high))
+    raw = (high - low) / max(count, 1)
+    if not (_finite(raw) and raw > 0):
+        return []
+    step = 10.0 ** math.floor(math.log10(raw))
     for mult in (1, 2, 2.5, 5, 10):
         if raw <= mult * step:
             step *= mult
             break
-    first = math.ceil(low / step) * step
-    ticks = []
-    value = first
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
+    first, last = math.ceil(low / step), math.floor(high / step + 1e-9)
+    if not 0 <= last - first < MAX_TICKS:
+        return []
+    digits = max(0, 2 - math.floor(math.log10(step)))
+    # each tick from its index: `value += step` never advances when step is below
+    # value's rounding step
+    return [round(i * step, digits) for i in range(first, last + 1)]
+
+
+def _widened(low: float, high: float) -> tuple[float, float]:
+    """A range of one value (or of values equal up to rounding) made 10% wide around it."""
+    magnitude = max(abs(low), abs(high))
+    if high - low > magnitude * _SAME:
+        return low, high
+    mid = (low + high) / 2
+    half = abs(mid) * 0.05 or 1.0
+    return mid - half, mid + half
 
 
 class _Scale:
     def __init__(self, low: float, high: float) -> None:
-        pad = (high - low) * 0.08 or max(abs(high) * 0.05, 1e-9)
+        low, high = _widened(low, high)
+        pad = (high - low) * 0.08
         self.low, self.high = low - pad, high + pad
 
     def x(self, value: float) -> float:
@@ -80,7 +103,7 @@ def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
 def interval_plot(
     rows: Sequence[IntervalRow], *, reference: float | None, unit: str, title: str
 ) -> str:
-    values = [v for r in rows for v in (*r.points, r.low, r.high, r.center) if v is not None]
+    values = [v for r in rows for v in (*r.points, r.low, r.high, r.center) if _finite(v)]
     if not values:
         return ""
     scale = _Scale(min(values), max(values))
@@ -105,18 +128,22 @@ def interval_plot(
     return "\n".join(out)
 
 
+def _finite(value: float | None) -> TypeGuard[float]:
+    return value is not None and math.isfinite(value)
+
+
 def _interval_marks(row: IntervalRow, scale: _Scale, y: float) -> list[str]:
     out = []
-    if row.low is not None and row.high is not None:
+    if _finite(row.low) and _finite(row.high):
         x1, x2 = scale.x(row.low), scale.x(row.high)
         out.append(
             f'<rect x="{x1:.1f}" y="{y - 7:.1f}" width="{max(x2 - x1, 1.5):.1f}" height="14" '
             f'rx="3" class="ci {row.tone}"><title>{number(row.low)} to {number(row.high)}'
             "</title></rect>"
         )
-    for value in row.points:
+    for value in filter(_finite, row.points):
         out.append(f'<circle cx="{scale.x(value):.1f}" cy="{y:.1f}" r="3.2" class="pt"/>')
-    if row.center is not None:
+    if _finite(row.center):
         x = scale.x(row.center)
         out.append(
             f'<line x1="{x:.1f}" y1="{y - 10:.1f}" x2="{x:.1f}" y2="{y + 10:.1f}" '
@@ -126,7 +153,8 @@ def _interval_marks(row: IntervalRow, scale: _Scale, y: float) -> list[str]:
 
 
 def box_plot(rows: Sequence[BoxRow], *, unit: str, title: str) -> str:
-    rows = [r for r in rows if r.quantiles]
+    keys = ("p5", "p25", "p50", "p75", "p95")
+    rows = [r for r in rows if all(_finite(r.quantiles.get(k)) for k in keys)]
     if not rows:
         return ""
     values = [r.quantiles[k] for r in rows for k in ("p5", "p95")]
