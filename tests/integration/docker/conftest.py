@@ -76,7 +76,7 @@ def _debootstrap_tarball() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         root = Path(tmp) / "root"
-        subprocess.run(
+        made = subprocess.run(
             [
                 debootstrap,
                 "--variant=minbase",
@@ -85,10 +85,17 @@ def _debootstrap_tarball() -> Path:
                 str(root),
                 DEBIAN_MIRROR,
             ],
-            check=True,
+            check=False,
             capture_output=True,
+            text=True,
             timeout=1200,
         )
+        if made.returncode != 0:
+            pytest.fail(
+                f"debootstrap of Debian bookworm from {DEBIAN_MIRROR} failed (exit "
+                f"{made.returncode}); the docker tests build their base image from it, so "
+                f"that mirror must be reachable:\n{(made.stdout + made.stderr)[-3000:]}"
+            )
         partial = tarball.with_suffix(".partial")
         subprocess.run(["tar", "-C", str(root), "-cf", str(partial), "."], check=True)
         partial.rename(tarball)
