@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
+import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic
+from stackmatrix import _nofollow
+from stackmatrix.bench.phase import SCHEDULE_FILE
+from stackmatrix.bench.workload import WORKLOAD_FILE
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
 
+log = logging.getLogger(__name__)
 AGREE_ON = ("spec_name", "spec_hash", "stackmatrix_version", "baseline")
+# the run-level files every piece writes alike, taken from the first piece
+SHARED_FILES = ("spec.toml", "plan.json", WORKLOAD_FILE, "workload.json")
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,25 @@ class Piece:
 
     @property
     def cells(self) -> list[str]:
-        return [c for c in self.run.cell_ids() if self.run.cell(c).result_path("build").exists()]
+        """The cells this piece built (or tried to): those with a build.json."""
+        root = self.run.path / "cells"
+        if root.is_symlink():
+            raise ResultsError(f"{root} is a symbolic link; merge never follows links")
+        if not root.is_dir():
+            return []
+        with os.scandir(root) as entries:
+            return sorted(e.name for e in entries if _arrived(e))
+
+
+def _arrived(entry: os.DirEntry[str]) -> bool:
+    """A cell directory with a build.json; a link is kept, to be reported, not followed."""
+    if entry.is_symlink():
+        return True
+    return entry.is_dir(follow_symlinks=False) and _lexists(Path(entry.path) / "build.json")
+
+
+def _lexists(path: Path) -> bool:
+    return os.path.lexists(path)
 
 
 def load_pieces(paths: Sequence[Path]) -> list[Piece]:
@@ -38,7 +64,13 @@ def load_pieces(paths: Sequence[Path]) -> list[Piece]:
     for path in paths:
         if not path.is_dir():
             raise UsageError(f"{path}: not a directory; pass the results directories to merge")
-        pieces.append(Piece(RunDir(path), RunDir(path).read_run()))
+        run = RunDir(path)
+        if not _lexists(run.run_json):
+            run.read_run()  # raises the error that says what a results directory is
+        meta = _nofollow.read_json(run.run_json)
+        if not isinstance(meta, dict):
+            raise ResultsError(f"{run.run_json}: expected a JSON object, got {type(meta).__name__}")
+        pieces.append(Piece(run, meta))
     return pieces
 
 
@@ -65,8 +97,8 @@ def _same_workload(pieces: Sequence[Piece]) -> None:
     digests = {}
     for piece in pieces:
         wl = piece.run.path / "workload.jsonl"
-        if wl.exists():
-            digests[piece.run.path] = hashlib.sha256(wl.read_bytes()).hexdigest()
+        if _lexists(wl):
+            digests[piece.run.path] = hashlib.sha256(_nofollow.read_bytes(wl)).hexdigest()
     if len(set(digests.values())) > 1:
         listing = ", ".join(f"{p}: {d[:12]}" for p, d in digests.items())
         raise ResultsError(
@@ -76,28 +108,87 @@ def _same_workload(pieces: Sequence[Piece]) -> None:
 
 
 def merge(paths: Sequence[Path], output: Path) -> RunDir:
+    """Everything is checked before anything is written, and the merged run is put
+    together beside `output` and renamed into place: a refused or failed merge leaves
+    no `output` behind."""
     pieces = load_pieces(paths)
     check_agreement(pieces)
-    out = RunDir(output)
-    output.mkdir(parents=True, exist_ok=True)
+    check_output(output, paths)
     first = pieces[0].run.path
-    for name in ("spec.toml", "plan.json", "workload.jsonl", "schedule.json"):
-        if (first / name).exists():
-            shutil.copyfile(first / name, output / name)
-    owners = _cell_owners(pieces)
     planned = _planned_cells(first)
-    for cell_id in planned:
-        if cell_id in owners:
-            shutil.copytree(
-                owners[cell_id] / "cells" / cell_id, output / "cells" / cell_id, dirs_exist_ok=True
+    owners = _cell_owners(pieces)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.merging-", dir=output.parent))
+    try:
+        _fill(RunDir(staging), pieces, planned, owners)
+        staging.chmod(0o755)  # mkdtemp makes it 0700; a results directory is shared
+        staging.rename(output)  # onto an empty directory too
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return RunDir(output)
+
+
+def check_output(output: Path, pieces: Sequence[Path]) -> None:
+    """Merging into existing results would replace their run.json and spec.toml and mix
+    their cells with the pieces' (issue 16, defect 4)."""
+    target = output.resolve()
+    for piece in pieces:
+        here = piece.resolve()
+        if target == here or here in target.parents:
+            raise ResultsError(
+                f"refusing to merge into {output}: it is the piece {piece} or inside it; "
+                "merge writes a new results directory: pass another --output"
             )
-        else:
-            _missing_artifact(out, cell_id)
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise ResultsError(f"refusing to merge into {output}: it exists and is not a directory")
+    if output.is_dir() and any(output.iterdir()):
+        what = "a results directory" if (output / "run.json").exists() else "not empty"
+        raise ResultsError(
+            f"refusing to merge into {output}: it is {what}; merging there would replace "
+            "its run.json and spec.toml and mix its cells with the pieces'. Pass a new or "
+            "empty directory as --output"
+        )
+
+
+def _fill(
+    out: RunDir, pieces: Sequence[Piece], planned: Sequence[str], owners: dict[str, Path]
+) -> None:
+    first = pieces[0].run.path
+    for name in SHARED_FILES:
+        if _lexists(first / name):
+            _nofollow.copy_file(first / name, out.path / name)
+    _merge_schedules(out, pieces)
+    skipped: list[str] = []
+    for cell_id in planned:
+        source = owners[cell_id] / "cells" / cell_id if cell_id in owners else None
+        if source is None or source.is_symlink():
+            _missing_artifact(out, cell_id, linked=source is not None)
+            continue
+        for path in _nofollow.copy_tree(source, out.path / "cells" / cell_id):
+            log.warning("%s: a link or special file, not copied: merge never follows links", path)
+            skipped.append(str(path))
     meta = dict(pieces[0].meta)
     meta.pop("schema_version", None)
-    meta.update(cells=planned, merged_from=[str(p) for p in paths], updated=now_iso())
+    meta.update(cells=list(planned), merged_from=[str(p.run.path) for p in pieces])
+    meta.update(merge_skipped=skipped, updated=now_iso())
     out.write_json("run.json", meta)
-    return out
+
+
+def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
+    """Each job ran its own schedule: the merged run keeps every piece's launches,
+    piece after piece, with the first piece's order and seed."""
+    schedules = []
+    for piece in pieces:
+        path = piece.run.path / SCHEDULE_FILE
+        if _lexists(path):
+            schedules.append(_nofollow.read_json(path))
+    if not schedules:
+        return
+    if not all(isinstance(s, dict) and isinstance(s.get("slots"), list) for s in schedules):
+        raise ResultsError(f"a piece's {SCHEDULE_FILE} is not a schedule (no list of slots)")
+    first = {k: v for k, v in schedules[0].items() if k != "schema_version"}
+    out.write_json(SCHEDULE_FILE, {**first, "slots": [x for s in schedules for x in s["slots"]]})
 
 
 def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:
@@ -114,12 +205,38 @@ def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:
 
 
 def _planned_cells(run_path: Path) -> list[str]:
-    plan = _atomic.read_json(run_path / "plan.json")
-    return [c["id"] for c in plan["cells"]]
+    """The plan's cell ids; each must be one plain directory name, or merge would write
+    outside --output (issue 16, defect 6)."""
+    path = run_path / "plan.json"
+    plan = _nofollow.read_json(path)
+    cells = plan.get("cells") if isinstance(plan, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise ResultsError(f'{path}: expected {{"cells": [{{"id": ...}}, ...]}}')
+    ids = [c.get("id") for c in cells]
+    bad = [i for i in ids if not _plain_name(i)]
+    if bad:
+        raise ResultsError(
+            f"{path}: cell id {bad[0]!r} is not a plain name (no '/', not '.' or '..'); "
+            "this plan.json was not written by stackmatrix"
+        )
+    return [str(i) for i in ids]
 
 
-def _missing_artifact(out: RunDir, cell_id: str) -> None:
+def _plain_name(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and value not in ("", ".", "..")
+        and "/" not in value
+        and "\\" not in value
+        and "\x00" not in value
+    )
+
+
+def _missing_artifact(out: RunDir, cell_id: str, *, linked: bool = False) -> None:
     stamp = now_iso()
+    why = "its CI job failed before uploading them, or the artifact was lost; see its log"
+    if linked:
+        why = "its directory in the piece is a symbolic link, which merge never follows"
     out.cell(cell_id).write(
         PhaseResult(
             phase="build",
@@ -127,8 +244,7 @@ def _missing_artifact(out: RunDir, cell_id: str) -> None:
             status=Status.FAILED,
             inputs_hash="",
             code="artifact_missing",
-            message="no results arrived for this cell: its CI job failed before uploading "
-            "them, or the artifact was lost; see that job's log",
+            message=f"no results arrived for this cell: {why}",
             started=stamp,
             finished=stamp,
         )

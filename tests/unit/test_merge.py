@@ -1,0 +1,170 @@
+"""merge on hand-built pieces: what it copies, what it refuses, and that it never
+follows a link or writes outside --output (issue 14; issue 16, defects 2, 4, 6)."""
+
+import json
+import os
+import resource
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from stackmatrix.cli import main
+from stackmatrix.errors import ResultsError
+from stackmatrix.merge import merge
+
+CELLS = ("base", "new")
+
+
+def _write(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+
+
+def _phase(cell: str, phase: str) -> dict[str, object]:
+    return {
+        "schema_version": 1,
+        "phase": phase,
+        "cell": cell,
+        "status": "ok",
+        "code": None,
+        "message": "",
+        "inputs_hash": "h",
+        "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:00:01+00:00",
+        "duration_s": 1.0,
+        "findings": [],
+        "data": {},
+    }
+
+
+def piece(root: Path, cell: str, *, plan_ids: tuple[str, ...] = CELLS) -> Path:
+    """One CI job's results: the run files of the whole spec, and one cell."""
+    run = {"schema_version": 1, "spec_name": "m", "spec_hash": "abc", "baseline": "base"}
+    _write(root / "run.json", {**run, "stackmatrix_version": "0", "run_id": "ci:1"})
+    _write(root / "plan.json", {"schema_version": 1, "cells": [{"id": i} for i in plan_ids]})
+    _write(root / "spec.toml", 'name = "m"\n')
+    _write(root / "workload.jsonl", '{"prompt": "p"}\n')
+    _write(root / "workload.json", {"schema_version": 1, "hash": "w"})
+    slots = [{"cell": cell, "launch": k} for k in (1, 2)]
+    _write(root / "bench-schedule.json", {"schema_version": 1, "order": "x", "slots": slots})
+    _write(root / "cells" / cell / "build.json", _phase(cell, "build"))
+    _write(root / "cells" / cell / "build.log", f"built {cell}\n")
+    return root
+
+
+@contextmanager
+def small_files(limit: int = 1 << 24) -> Iterator[None]:
+    """A copy that follows a link to /dev/zero fails (EFBIG) instead of filling the disk."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+@pytest.fixture
+def pieces(tmp_path: Path) -> list[Path]:
+    return [piece(tmp_path / "pieces" / c, c) for c in CELLS]
+
+
+def test_merged_run_keeps_the_launch_schedule_of_every_piece(pieces, tmp_path):
+    out = merge(pieces, tmp_path / "merged").path
+    schedule = json.loads((out / "bench-schedule.json").read_text())
+    assert [(s["cell"], s["launch"]) for s in schedule["slots"]] == [
+        ("base", 1),
+        ("base", 2),
+        ("new", 1),
+        ("new", 2),
+    ]
+    assert (out / "workload.json").is_file() and (out / "workload.jsonl").is_file()
+    assert (out / "cells" / "new" / "build.log").read_text() == "built new\n"
+
+
+def test_links_in_a_piece_are_skipped_never_read(pieces, tmp_path):
+    outside = tmp_path / "private.txt"
+    outside.write_text("do not copy me")
+    cell = pieces[0] / "cells" / "base"
+    (cell / "server-L1.log").symlink_to("/dev/zero")
+    (cell / "check.log").symlink_to(outside)
+    (cell / "sub").mkdir()
+    (cell / "sub" / "loop").symlink_to(cell)
+    os.mkfifo(cell / "requests-L1-R1.jsonl")
+    with small_files():
+        out = merge(pieces, tmp_path / "merged").path
+    copied = out / "cells" / "base"
+    assert (copied / "build.json").is_file() and (copied / "sub").is_dir()
+    for name in ("server-L1.log", "check.log", "sub/loop", "requests-L1-R1.jsonl"):
+        assert not os.path.lexists(copied / name), name
+    skipped = json.loads((out / "run.json").read_text())["merge_skipped"]
+    assert sorted(Path(p).name for p in skipped) == [
+        "check.log",
+        "loop",
+        "requests-L1-R1.jsonl",
+        "server-L1.log",
+    ]
+    assert not any("do not copy me" in p.read_text() for p in out.rglob("*") if p.is_file())
+
+
+def test_a_linked_cell_directory_is_reported_missing_not_followed(pieces, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    (pieces[1] / "cells" / "new").rename(elsewhere)
+    (pieces[1] / "cells" / "new").symlink_to(elsewhere, target_is_directory=True)
+    out = merge(pieces, tmp_path / "merged").path
+    build = json.loads((out / "cells" / "new" / "build.json").read_text())
+    assert build["code"] == "artifact_missing" and "symbolic link" in build["message"]
+    assert not (out / "cells" / "new" / "build.log").exists()
+
+
+def test_a_linked_run_file_is_refused(pieces, tmp_path):
+    (pieces[0] / "spec.toml").unlink()
+    (pieces[0] / "spec.toml").symlink_to("/dev/zero")
+    with small_files(), pytest.raises(ResultsError, match="symbolic link"):
+        merge(pieces, tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_cell_id_that_climbs_out_of_the_output_is_refused(tmp_path):
+    evil = ("base", "../../../escaped")
+    pieces = [piece(tmp_path / "p" / c, c, plan_ids=evil) for c in CELLS]
+    with pytest.raises(ResultsError, match="not a plain name"):
+        merge(pieces, tmp_path / "a" / "b" / "merged")
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "a").exists()
+
+
+def test_merge_onto_existing_results_is_refused(pieces, tmp_path, capsys):
+    existing = merge(pieces, tmp_path / "merged").path
+    before = (existing / "run.json").read_text()
+    rc = main(["merge", *map(str, pieces), "--output", str(existing)])
+    assert rc == 3
+    err = capsys.readouterr().err
+    assert "refusing to merge into" in err and "a results directory" in err
+    assert (existing / "run.json").read_text() == before
+
+
+def test_merge_into_one_of_its_pieces_is_refused_without_a_traceback(pieces, capsys):
+    rc = main(["merge", *map(str, pieces), "--output", str(pieces[1])])
+    assert rc == 3
+    err = capsys.readouterr().err
+    assert "is the piece" in err and "Traceback" not in err
+    assert sorted(p.name for p in (pieces[1] / "cells").iterdir()) == ["new"]
+
+
+def test_a_refused_merge_creates_no_output(pieces, tmp_path):
+    # the same cell from two jobs: found only after the pieces were read and compared
+    _write(pieces[1] / "cells" / "base" / "build.json", _phase("base", "build"))
+    with pytest.raises(ResultsError, match="is in both"):
+        merge(pieces, tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
+    assert not [p for p in tmp_path.iterdir() if "merging" in p.name]
+
+
+def test_an_empty_output_directory_is_accepted(pieces, tmp_path):
+    (tmp_path / "merged").mkdir()
+    out = merge(pieces, tmp_path / "merged").path
+    assert (out / "run.json").is_file()
