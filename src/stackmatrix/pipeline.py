@@ -9,9 +9,11 @@ inputs hash is unchanged and whose result is complete is not redone.
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import hashlib
 import logging
 import os
+import re
 import shutil
 import signal
 import threading
@@ -25,7 +27,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from stackmatrix import __version__, _atomic, _proc
+from stackmatrix import __version__, _atomic, _nofollow, _proc
+from stackmatrix._lock import results_dir_lock
 from stackmatrix.envs.base import BuildOutcome, Environment
 from stackmatrix.envs.lock import lock_digest
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
@@ -120,20 +123,50 @@ def open_run_dir(opts: RunOptions) -> RunDir:
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         path = opts.reports_dir / f"{opts.spec.name}-{stamp}"
     run = RunDir(path)
+    if path.is_dir():
+        _refuse_links(path)
     if run.run_json.exists():
         _check_same_spec(run, spec_path)
     path.mkdir(parents=True, exist_ok=True)
     return run
 
 
+_STAMP = re.compile(r"\d{8}T\d{6}Z")
+
+
 def _latest_run(reports_dir: Path, name: str) -> Path:
-    runs = sorted(p for p in reports_dir.glob(f"{name}-*") if (p / "run.json").is_file())
+    runs = sorted(p for p in reports_dir.glob(f"{glob.escape(name)}-*") if _is_run_of(p, name))
     if not runs:
         raise UsageError(
             f"--resume found no earlier run of {name!r} under {reports_dir}; "
             "drop --resume or pass --output DIR"
         )
     return runs[-1]
+
+
+def _is_run_of(path: Path, name: str) -> bool:
+    """`NAME-<UTC stamp>` whose run.json names spec NAME: the spec "adv" must not resume
+    "adv-other-<stamp>" (issue 16, defect 3)."""
+    if not _STAMP.fullmatch(path.name.removeprefix(f"{name}-")) or path.is_symlink():
+        return False
+    try:
+        meta = _nofollow.read_json(path / "run.json")
+    except ResultsError:
+        return False
+    return isinstance(meta, dict) and meta.get("spec_name") == name
+
+
+def _refuse_links(path: Path) -> None:
+    """Resuming writes into every cell's directory and appends to its logs: through a
+    link it would write outside the results (issue 16, defect 6)."""
+    links = _nofollow.links_below(path)
+    if links:
+        listing = ", ".join(str(p) for p in links[:5]) + (" ..." if len(links) > 5 else "")
+        raise ResultsError(
+            f"refusing to write into {path}: it holds symbolic links ({listing}); "
+            "stackmatrix writes results only inside the results directory, never through "
+            "a link. Remove the links or start a new run"
+        )
 
 
 def _check_same_spec(run: RunDir, spec_path: Path) -> None:
@@ -575,6 +608,13 @@ def run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
 def _run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
     planned = with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)
     run = open_run_dir(opts)
+    with results_dir_lock(run.path):
+        return _run_locked(run, opts, planned, progress)
+
+
+def _run_locked(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> RunSummary:
     write_run_files(run, opts, planned)
     progress("run", "-", f"results in {run.path}")
     summary = RunSummary(run_dir=run.path, statuses={pc.cell.id: {} for pc in planned})

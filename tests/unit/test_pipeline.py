@@ -1,0 +1,90 @@
+"""Which results directory a run writes into, and that it writes there alone and only
+inside it (issue 16, defects 3, 5, 6). Every refusal here comes before any build."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from stackmatrix._lock import results_dir_lock
+from stackmatrix.cli import main
+from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.pipeline import RunOptions, open_run_dir
+from stackmatrix.spec import load_spec
+
+SPEC = 'name = "{name}"\n\n[[cell]]\nid = "a"\nbackend = "current"\n'
+
+
+def spec_file(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(SPEC.format(name=name))
+    return path
+
+
+def earlier_run(reports: Path, dirname: str, spec_name: str) -> Path:
+    run = reports / dirname
+    (run / "cells" / "a").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"schema_version": 1, "spec_name": spec_name}))
+    return run
+
+
+def resume(tmp_path: Path, name: str) -> Path:
+    opts = RunOptions(spec=load_spec(spec_file(tmp_path, name)), reports_dir=tmp_path / "r")
+    return open_run_dir(RunOptions(**{**vars(opts), "resume": True})).path
+
+
+def test_resume_never_takes_over_another_specs_run(tmp_path):
+    earlier_run(tmp_path / "r", "adv-other-20260102T000000Z", "adv-other")
+    with pytest.raises(UsageError, match="found no earlier run of 'adv'"):
+        resume(tmp_path, "adv")
+    own = earlier_run(tmp_path / "r", "adv-20260101T000000Z", "adv")
+    earlier_run(tmp_path / "r", "adv-20260103T000000Z", "renamed")  # another spec's run.json
+    earlier_run(tmp_path / "r", "adv-20260104T000000Z-copy", "adv")  # not our stamp
+    assert resume(tmp_path, "adv") == own
+
+
+def test_resume_refuses_to_write_through_a_link(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    run = earlier_run(tmp_path / "r", "adv-20260101T000000Z", "adv")
+    (run / "cells" / "a" / "check.log").symlink_to(victim)
+    (run / "cells" / "b").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(ResultsError, match="symbolic links") as info:
+        resume(tmp_path, "adv")
+    assert "check.log" in info.value.message and "cells/b" in info.value.message
+    rc = main(["build", str(spec_file(tmp_path, "adv")), "--output", str(run)])
+    assert rc == 3
+    assert victim.read_text() == "untouched\n" and not (tmp_path / "run.json").exists()
+
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from stackmatrix._lock import results_dir_lock
+    with results_dir_lock(Path(sys.argv[1])):
+        print("locked", flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_two_runs_with_one_output_at_once_are_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [sys.executable, "-c", HOLD, str(out)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+            rc = main(["build", str(spec_file(tmp_path, "adv")), "--output", str(out)])
+            assert rc == 3
+            err = capsys.readouterr().err
+            assert f"is in use by another stackmatrix run (pid {holder.pid}" in err
+            assert not (out / "run.json").exists()
+        finally:
+            holder.kill()  # SIGKILL: the kernel releases the lock all the same
+    with results_dir_lock(out):
+        pass
