@@ -66,10 +66,20 @@ def load_spec(path: Path) -> Spec:
     return parse_spec(raw, path=str(path))
 
 
+def _spec_name(raw: Mapping[str, Any], p: Problems) -> str:
+    """The name becomes a directory under --reports-dir: one plain name, so that
+    "../../x" or "/abs/x" cannot put results elsewhere (issue 16, defect 6)."""
+    if "name" not in raw:
+        p.add("name", 'missing; add name = "..."')
+        return "unnamed"
+    what = "a plain name (it names the results directory)"
+    return _check_str(raw["name"], "name", p, _ID_RE, what) or "unnamed"
+
+
 def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
     problems = Problems()
     problems.unknown_keys("", raw, TOP_KEYS)
-    name = _str(raw, "name", "", problems, required=True) or "unnamed"
+    name = _spec_name(raw, problems)
     defaults = _table(raw, "defaults", "", problems)
     problems.unknown_keys("defaults", defaults, CELL_KEYS)
     if "id" in defaults:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from stackmatrix.cli import main
 from stackmatrix.errors import SpecError
 from stackmatrix.spec import load_spec, parse_spec
 
@@ -224,3 +225,13 @@ def test_repository_specs_are_valid() -> None:
     for path in specs:
         spec = load_spec(path)
         assert spec.cells, path
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs/x", "a/b", "..", "", ".hidden"])
+def test_spec_name_is_one_plain_name(name: str, tmp_path: Path, capsys) -> None:
+    # it names the results directory: "../../x" once put results outside --reports-dir
+    assert any(p.startswith("name:") for p in problems({**MINIMAL, "name": name}))
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'name = "{name}"\n[[cell]]\nid = "a"\n')
+    assert main(["validate", str(spec)]) == 2
+    assert f"name: {name!r} is not a plain name" in capsys.readouterr().err
