@@ -63,6 +63,12 @@ def load_spec(path: Path) -> Spec:
         raise SpecError(str(path), [f"file not found: {path}"]) from exc
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(str(path), [f"not valid TOML: {exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"not UTF-8 text (TOML must be): {exc}"]) from exc
+    except RecursionError as exc:
+        raise SpecError(str(path), ["values nested too deeply to read"]) from exc
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read the spec: {exc.strerror}"]) from exc
     return parse_spec(raw, path=str(path))
 
 
@@ -142,6 +148,11 @@ def _axis_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems) -
     if not axes:
         if include or exclude:
             p.add("include" if include else "exclude", "include/exclude need an [axes] table")
+        return []
+    bad = [name for name in axes if not _ID_RE.match(name)]
+    for name in bad:  # "__include__" once broke the expansion with a traceback
+        p.add(join("axes", name), f"axis name {name!r} must match {_ID_RE.pattern}")
+    if bad:
         return []
     values = {name: _axis_values(name, vals, p) for name, vals in axes.items()}
     if any(not v for v in values.values()):
@@ -400,7 +411,11 @@ def _check_url(val: Any, path: str, p: Problems) -> str | None:
     s = _check_str(val, path, p)
     if s is None:
         return None
-    parsed = urlparse(s)
+    try:
+        parsed = urlparse(s)
+    except ValueError as exc:  # e.g. "https://[::1": an unclosed IPv6 address
+        p.add(path, f"{s!r} is not a valid URL: {exc}")
+        return None
     if parsed.scheme in ("http", "https", "file") and (parsed.netloc or parsed.scheme == "file"):
         if not _SHELLISH_RE.search(s):
             return s
@@ -520,8 +535,10 @@ def _baseline(raw: Mapping[str, Any], cells: list[Cell], p: Problems) -> str:
         if len(ids) > 1:
             p.add("baseline", f"missing; name the production cell, one of: {', '.join(ids)}")
         return ids[0] if ids else ""
-    base = _check_str(raw["baseline"], "baseline", p) or ""
-    if ids and base and base not in ids:
+    base = _check_str(raw["baseline"], "baseline", p)
+    if base is None:
+        return ""
+    if ids and base not in ids:
         import difflib
 
         close = difflib.get_close_matches(base, ids, n=1)

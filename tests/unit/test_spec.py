@@ -235,3 +235,27 @@ def test_spec_name_is_one_plain_name(name: str, tmp_path: Path, capsys) -> None:
     spec.write_text(f'name = "{name}"\n[[cell]]\nid = "a"\n')
     assert main(["validate", str(spec)]) == 2
     assert f"name: {name!r} is not a plain name" in capsys.readouterr().err
+
+
+UNREADABLE = {
+    "not-utf8": (b'name = "m"\n[[cell]]\nid = "a"\n# \xff\n', "not UTF-8 text"),
+    "deep": (b'name = "m"\n[[cell]]\nid = "a"\npins = ' + b"[" * 1000 + b"]" * 1000, "nested"),
+    "ipv6": (b'name = "m"\n[[cell]]\nid = "a"\nindex_url = "https://[::1"\n', "index_url"),
+    "empty-baseline": (b'name = "m"\nbaseline = ""\n[[cell]]\nid = "a"\n', "baseline: ''"),
+    "axis-name": (b'name = "m"\n[axes]\n__include__ = [{label = "a"}]\n', "axes.__include__"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_hostile_specs_are_problems_not_tracebacks(case: str, tmp_path: Path, capsys) -> None:
+    content, expected = UNREADABLE[case]
+    spec = tmp_path / "s.toml"
+    spec.write_bytes(content)
+    for command in ("validate", "plan"):
+        assert main([command, str(spec)]) == 2
+        assert expected in capsys.readouterr().err
+
+
+def test_a_directory_is_not_a_spec(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="cannot read the spec"):
+        load_spec(tmp_path)
