@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic
+from stackmatrix import _atomic, _shapes
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding
 
@@ -77,12 +77,26 @@ class PhaseResult:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> PhaseResult:
+        """Raises ResultsError for anything but a phase result of this schema version."""
+        if not isinstance(raw, dict):
+            raise ResultsError(f"a phase result is a JSON object, not {type(raw).__name__}")
         version = raw.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ResultsError(
                 f"phase result has schema_version {version!r}, this stackmatrix reads "
                 f"{SCHEMA_VERSION}; re-run the phase or use a matching stackmatrix version"
             )
+        try:
+            return cls._from_fields(raw)
+        except KeyError as exc:
+            raise ResultsError(f"phase result has no {exc.args[0]!r}") from exc
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ResultsError(f"phase result is malformed: {exc}") from exc
+
+    @classmethod
+    def _from_fields(cls, raw: dict[str, Any]) -> PhaseResult:
+        if not isinstance(raw.get("data") or {}, dict):
+            raise TypeError(f"data is {type(raw['data']).__name__}, not an object")
         return cls(
             phase=str(raw["phase"]),
             cell=str(raw["cell"]),
@@ -93,7 +107,7 @@ class PhaseResult:
             started=str(raw.get("started", "")),
             finished=str(raw.get("finished", "")),
             duration_s=float(raw.get("duration_s", 0.0)),
-            findings=[Finding.from_dict(f) for f in raw.get("findings", [])],
+            findings=[Finding.from_dict(f) for f in raw.get("findings") or []],
             data=dict(raw.get("data") or {}),
         )
 
@@ -117,10 +131,11 @@ class CellDir:
         if not path.exists():
             return None
         try:
-            raw = _atomic.read_json(path)
-        except (OSError, ValueError) as exc:
+            return PhaseResult.from_dict(_atomic.read_json(path))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise ResultsError(f"cannot read {path}: {exc}") from exc
-        return PhaseResult.from_dict(raw)
+        except ResultsError as exc:
+            raise ResultsError(f"{path}: {exc.message}") from exc
 
     def write(self, result: PhaseResult) -> Path:
         path = self.result_path(result.phase)
@@ -143,7 +158,10 @@ class RunDir:
 
     def cell_ids(self) -> list[str]:
         root = self.path / "cells"
-        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        try:
+            return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        except OSError as exc:
+            raise ResultsError(f"cannot list {root}: {exc.strerror}") from exc
 
     def read_run(self) -> dict[str, Any]:
         if not self.run_json.exists():
@@ -151,7 +169,16 @@ class RunDir:
                 f"{self.path} is not a stackmatrix results directory (no run.json); "
                 "pass the directory that `stackmatrix run` printed"
             )
-        data: dict[str, Any] = _atomic.read_json(self.run_json)
+        try:
+            data = _atomic.read_json(self.run_json)
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ResultsError(f"cannot read {self.run_json}: {exc}") from exc
+        why = "not an object" if not isinstance(data, dict) else _shapes.problem(data, _shapes.RUN)
+        if why or not isinstance(data, dict):
+            raise ResultsError(
+                f"{self.run_json} is corrupt: {why}; it is written by `stackmatrix run`: "
+                "re-run, or restore it from the run's artifacts"
+            )
         return data
 
     def write_json(self, name: str, data: dict[str, Any]) -> Path:

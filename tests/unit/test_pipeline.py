@@ -88,3 +88,19 @@ def test_two_runs_with_one_output_at_once_are_refused(tmp_path, capsys):
             holder.kill()  # SIGKILL: the kernel releases the lock all the same
     with results_dir_lock(out):
         pass
+
+
+def test_resume_redoes_a_corrupt_phase_result_and_refuses_a_corrupt_run_json(tmp_path, capsys):
+    spec, out = spec_file(tmp_path, "adv"), tmp_path / "out"
+    argv = ["build", str(spec), "--output", str(out), "--work-dir", str(tmp_path / "work")]
+    assert main(argv) == 0
+    build = out / "cells" / "a" / "build.json"
+    broken = json.loads(build.read_text())
+    del broken["phase"]
+    build.write_text(json.dumps(broken))
+    assert main(argv) == 0  # redone, not a KeyError
+    assert json.loads(build.read_text())["phase"] == "build"
+    (out / "run.json").write_text('{"cells": 5}')
+    capsys.readouterr()
+    assert main(argv) == 3
+    assert f"{out / 'run.json'} is corrupt: cells is int" in capsys.readouterr().err

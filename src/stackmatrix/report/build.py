@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackmatrix import _atomic
+from stackmatrix.errors import ResultsError
 from stackmatrix.report import history, policy, render_html, render_junit, render_md
 from stackmatrix.report.load import load_run
 from stackmatrix.report.model import MatrixReport, build_model
@@ -29,6 +30,14 @@ class ReportOutcome:
     report: MatrixReport
 
 
+def _write(out: Path, paths: dict[str, Path], report: MatrixReport) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic.write_text(paths["markdown"], render_md.render(report))
+    _atomic.write_text(paths["html"], render_html.render(report))
+    _atomic.write_json(paths["json"], report.to_dict())
+    _atomic.write_text(paths["junit"], render_junit.render(report))
+
+
 def build_report(
     run_dir: Path,
     *,
@@ -45,7 +54,10 @@ def build_report(
     runs from (None: no history). `compat` overrides the directory of the rule files.
     `headline` judges the cells on another recorded metric than the spec's.
     """
-    report = build_model(load_run(run_dir), compat=compat, headline=headline)
+    try:
+        report = build_model(load_run(run_dir), compat=compat, headline=headline)
+    except OSError as exc:  # permission denied, a directory where a file belongs...
+        raise ResultsError(f"cannot read {exc.filename or run_dir}: {exc.strerror}") from exc
     if history_db is not None:
         notes = history.record(history_db, report, run_dir)
         report = dataclasses.replace(
@@ -53,17 +65,16 @@ def build_report(
             cells=tuple(dataclasses.replace(c, history=notes.get(c.id)) for c in report.cells),
         )
     out = out_dir or run_dir
-    out.mkdir(parents=True, exist_ok=True)
     paths = {
         "markdown": out / "matrix.md",
         "html": out / "matrix.html",
         "json": out / "matrix.json",
         "junit": out / "junit.xml",
     }
-    _atomic.write_text(paths["markdown"], render_md.render(report))
-    _atomic.write_text(paths["html"], render_html.render(report))
-    _atomic.write_json(paths["json"], report.to_dict())
-    _atomic.write_text(paths["junit"], render_junit.render(report))
+    try:
+        _write(out, paths, report)
+    except OSError as exc:
+        raise ResultsError(f"cannot write the report into {out}: {exc}") from exc
     log.info("report written to %s", paths["markdown"])
     return ReportOutcome(
         **paths,

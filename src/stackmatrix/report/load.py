@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic
+from stackmatrix import _atomic, _shapes
 from stackmatrix.errors import ResultsError
 from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
 
@@ -91,11 +91,24 @@ def load_run(run_dir: Path) -> RunResults:
     plan = _read_plan(run_dir / "plan.json", problems)
     order = _cell_order(run, plan, rd.cell_ids())
     cells = tuple(_load_cell(run_dir / "cells" / cid, cid, plan.get(cid, {})) for cid in order)
-    spec_path = run_dir / "spec.toml"
-    spec_text = spec_path.read_text(encoding="utf-8") if spec_path.is_file() else None
+    spec_text = _read_text(run_dir / "spec.toml", problems)
     return RunResults(
         path=run_dir, run=run, cells=cells, spec_text=spec_text, problems=tuple(problems)
     )
+
+
+def _read_text(path: Path, problems: list[str]) -> str | None:
+    """The spec as the run saw it, for display: undecodable bytes are shown replaced."""
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        problems.append(f"cannot read {path.name}: {exc.strerror}")
+        return None
+
+
+_PLAN_CELL = {"id": str, "content_hash": str, "definition": {}, "differs_from_baseline": {}}
 
 
 def _read_plan(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
@@ -104,8 +117,13 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
         return {}
     try:
         raw = _atomic.read_json(path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         problems.append(f"cannot read {path.name}: {exc}")
+        return {}
+    shape = {"cells": [_PLAN_CELL]}
+    why = _shapes.problem(raw, shape) if isinstance(raw, dict) else "not an object"
+    if why:
+        problems.append(f"cannot read {path.name}: {why}")
         return {}
     return {str(c["id"]): c for c in raw.get("cells") or [] if "id" in c}
 
@@ -126,11 +144,15 @@ def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults
         if not file.is_file():
             continue
         try:
-            phases[phase] = PhaseResult.from_dict(_atomic.read_json(file))
-        except (OSError, ValueError, KeyError, TypeError, ResultsError) as exc:
-            message = exc.message if isinstance(exc, ResultsError) else str(exc)
-            problems.append(f"{phase}.json unreadable: {message}")
-            log.warning("cell %s: cannot read %s: %s", cell_id, file, message)
+            result = PhaseResult.from_dict(_atomic.read_json(file))
+            why = _shapes.problem(result.data, _shapes.PHASE_DATA.get(phase, {}), "data")
+        except (OSError, ValueError, ResultsError) as exc:
+            why = exc.message if isinstance(exc, ResultsError) else str(exc)
+        if why:
+            problems.append(f"{phase}.json unreadable: {why}")
+            log.warning("cell %s: cannot read %s: %s", cell_id, file, why)
+        else:
+            phases[phase] = result
     return CellResults(
         id=cell_id,
         path=path,
@@ -144,7 +166,8 @@ def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults
 
 def read_requests(path: Path) -> Iterator[dict[str, Any]]:
     """Per-request records of one round (bad lines are skipped: they are not results)."""
-    with path.open(encoding="utf-8") as fh:
+    # a line that is not UTF-8 is a bad line like any other
+    with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
                 record = json.loads(line)

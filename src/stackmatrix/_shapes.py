@@ -1,0 +1,73 @@
+"""The shapes of run.json and of the phase data, checked once where they are read.
+
+Readers use `.get` and trust the types they find; a run.json whose `cells` is a
+number, or a bench.json whose `launches` is one (a corrupt or hand-edited file),
+used to end the report with a traceback (issue 16, defect 12). Keys may be missing
+or null; what is there must fit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# a dict: its listed keys have these shapes; a one-item list: every item has that shape;
+# a type or tuple of types: isinstance
+Shape = Any
+_NUMBER = (int, float)
+RUN: Shape = {
+    "spec_name": str,
+    "spec_hash": str,
+    "baseline": str,
+    "cells": [str],
+    "targets": [str],
+    "order": str,
+    "created": str,
+    "report": {"headline": str, "confidence": _NUMBER, "min_effect": _NUMBER, "fail_on": [str]},
+}
+_ROUND = {"metrics": {}, "requests_file": str, "index": int}
+_LAUNCH = {"rounds": [_ROUND], "env_facts": {}, "status": str, "index": int}
+PHASE_DATA: dict[str, Shape] = {
+    "build": {"environment": {"env": {}}, "lock": [{}], "python_version": str},
+    "check": {
+        "probe": {"env": {}},
+        "driver": {},
+        "target_summary": {},
+        "inventory": list,
+        "extensions": list,
+        "coverage": {},
+    },
+    "bench": {
+        "launches": [_LAUNCH],
+        "warmup_launches": [_LAUNCH],
+        "effective_config": {},
+        "server_info": {},
+        "launch_argv": list,
+        "summary": {},
+        "engine": str,
+        "engine_version": str,
+    },
+}
+
+
+def problem(value: Any, shape: Shape, where: str = "") -> str | None:
+    """Where `value` first departs from `shape`, said for a person; None if it fits."""
+    if value is None:
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where} is {type(value).__name__}, not an object"
+        found = (problem(value.get(k), s, f"{where}.{k}".lstrip(".")) for k, s in shape.items())
+        return next((p for p in found if p), None)
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is {type(value).__name__}, not a list"
+        found = (problem(v, shape[0], f"{where}[{i}]") for i, v in enumerate(value))
+        return next((p for p in found if p), None)
+    if (shape is int and isinstance(value, bool)) or not isinstance(value, shape):
+        return f"{where} is {type(value).__name__} {value!r:.40}, not {_name(shape)}"
+    return None
+
+
+def _name(shape: type | tuple[type, ...]) -> str:
+    types = shape if isinstance(shape, tuple) else (shape,)
+    return " or ".join(t.__name__ for t in types)

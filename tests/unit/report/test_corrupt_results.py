@@ -1,0 +1,113 @@
+"""Corrupt results directories: the report shows a broken cell file as that cell's
+problem, and a broken run.json (or an unwritable output) ends with exit 3 naming the
+file, never with a traceback (issue 16, defect 12)."""
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stackmatrix.cli import main
+from stackmatrix.errors import ResultsError
+from stackmatrix.report import build_report
+
+from ._results import bench_data, phase, run_dir, write
+
+
+def results(tmp: Path) -> Path:
+    defs = {c: {"python": "3.11", "pins": [f"x=={i}"]} for i, c in enumerate("ab")}
+    rd = run_dir(tmp, cells=["a", "b"], baseline="a", definitions=defs)
+    request = {"ttft_s": 0.04, "itl_s": [0.02], "e2e_s": 0.08, "output_tokens": 3, "error": None}
+    for c in "ab":
+        write(rd / "cells" / c / "build.json", phase(c, "build"))
+        bench = bench_data([[47.1, 47.3], [46.0, 46.5]], config={"port": 1})
+        write(rd / "cells" / c / "bench.json", phase(c, "bench", data=bench))
+        (rd / "cells" / c / "requests-L0-R0.jsonl").write_text(json.dumps(request) + "\n")
+    return rd
+
+
+def edit(path: Path, change: Callable[[dict], object]) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def launch(d: dict) -> dict:
+    return d["data"]["launches"][0]
+
+
+BENCH = "cells/a/bench.json"
+RUN_JSON: dict[str, Callable[[Path], object]] = {
+    "truncated": lambda p: p.write_text('{"spec'),
+    "a list": lambda p: p.write_text("[1]"),
+    "not UTF-8": lambda p: p.write_bytes(b'{"a": "\xff"}'),
+    "cells = 5": lambda p: edit(p, lambda d: d.update(cells=5)),
+    "report = 5": lambda p: edit(p, lambda d: d.update(report=5)),
+    "a directory": lambda p: (p.unlink(), p.mkdir()),
+}
+CELL_FILES: dict[str, tuple[str, Callable[[Path], object]]] = {
+    "launches = 5": (BENCH, lambda p: edit(p, lambda d: d["data"].update(launches=5))),
+    "launches of strings": (BENCH, lambda p: edit(p, lambda d: d["data"].update(launches=["x"]))),
+    "rounds = 5": (BENCH, lambda p: edit(p, lambda d: launch(d).update(rounds=5))),
+    "env_facts = 5": (BENCH, lambda p: edit(p, lambda d: launch(d).update(env_facts=5))),
+    "config = 5": (BENCH, lambda p: edit(p, lambda d: d["data"].update(effective_config=5))),
+    "no phase key": (BENCH, lambda p: edit(p, lambda d: d.pop("phase"))),
+    "bad status": (BENCH, lambda p: edit(p, lambda d: d.update(status="weird"))),
+    "data = 5": (BENCH, lambda p: edit(p, lambda d: d.update(data=5))),
+    "bench a list": (BENCH, lambda p: p.write_text("[1]")),
+    "lock = 5": ("cells/a/build.json", lambda p: edit(p, lambda d: d["data"].update(lock=5))),
+}
+RUN_FILES: dict[str, tuple[str, Callable[[Path], object]]] = {
+    "plan a list": ("plan.json", lambda p: p.write_text("[1]")),
+    "plan truncated": ("plan.json", lambda p: p.write_text('{"cel')),
+    "plan cells = 5": ("plan.json", lambda p: p.write_text('{"cells": 5}')),
+    "spec not UTF-8": ("spec.toml", lambda p: p.write_bytes(b'name = "\xff"')),
+    "requests not UTF-8": ("cells/a/requests-L0-R0.jsonl", lambda p: p.write_bytes(b"\xff\n")),
+    "requests of wrong types": (
+        "cells/a/requests-L0-R0.jsonl",
+        lambda p: p.write_text('{"ttft_s": "x", "itl_s": 5, "e2e_s": [1], "error": 3}\n'),
+    ),
+    "cells a file": ("cells", lambda p: (shutil.rmtree(p), p.write_text("x"))),
+}
+
+
+def report_of(tmp: Path, name: str, corrupt: Callable[[Path], object]) -> tuple[str, Any]:
+    rd = results(tmp)
+    corrupt(rd / name)
+    return name, build_report(rd)
+
+
+@pytest.mark.parametrize("case", sorted(RUN_JSON))
+def test_a_corrupt_run_json_is_exit_3_naming_it(case, tmp_path, capsys):
+    rd = results(tmp_path)
+    RUN_JSON[case](rd / "run.json")
+    with pytest.raises(ResultsError, match=r"run\.json"):
+        build_report(rd)
+    assert main(["report", str(rd)]) == 3
+    assert f"{rd / 'run.json'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", sorted(CELL_FILES))
+def test_a_corrupt_cell_file_is_that_cells_problem(case, tmp_path):
+    name, outcome = report_of(tmp_path, *CELL_FILES[case])
+    cell = outcome.report.cell("a")
+    assert any("unreadable" in p for p in cell.problems), cell.problems
+    assert f"{Path(name).name} unreadable" in outcome.markdown.read_text()
+    assert outcome.report.cell("b").headline is not None  # the other cell is intact
+
+
+@pytest.mark.parametrize("case", sorted(RUN_FILES))
+def test_other_corrupt_files_still_give_the_four_outputs(case, tmp_path):
+    _, outcome = report_of(tmp_path, *RUN_FILES[case])
+    for path in (outcome.markdown, outcome.html, outcome.json, outcome.junit):
+        assert path.is_file()
+
+
+def test_an_unwritable_output_is_exit_3_naming_it(tmp_path, capsys):
+    rd = results(tmp_path)
+    (rd / "matrix.md").mkdir()
+    assert main(["report", str(rd)]) == 3
+    assert f"cannot write the report into {rd}" in capsys.readouterr().err
