@@ -19,16 +19,17 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from stackmatrix import __version__, _atomic, _nofollow, _proc
 from stackmatrix._lock import results_dir_lock
+from stackmatrix._secrets import REDACTED, redact
 from stackmatrix.envs.base import BuildOutcome, Environment
 from stackmatrix.envs.lock import lock_digest
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
@@ -368,7 +369,7 @@ def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
         message=outcome.message,
         findings=list(outcome.findings),
         data={
-            "environment": outcome.environment.to_dict() if outcome.environment else None,
+            "environment": _public_environment(outcome.environment),
             "lock": [e.to_dict() for e in outcome.lock],
             "lock_digest": lock_digest(outcome.lock) if outcome.lock else None,
             "reused": outcome.reused,
@@ -378,19 +379,32 @@ def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
     )
 
 
-def environments(run: RunDir, cell_ids: Sequence[str]) -> dict[str, Environment]:
+def _public_environment(env: Environment | None) -> dict[str, Any] | None:
+    """build.json travels as a CI artifact: secret env values stay out of it, and come
+    back from the spec when a later phase runs the cell (issue 16, defect 9)."""
+    return None if env is None else {**env.to_dict(), "env": redact(dict(env.env))}
+
+
+def environments(run: RunDir, cell_ids: Sequence[str], spec: Spec) -> dict[str, Environment]:
     out = {}
+    cells = {c.id: c for c in spec.cells}
     for cid in cell_ids:
         result = run.cell(cid).read("build")
         if result is not None and result.status is Status.OK and result.data.get("environment"):
-            out[cid] = Environment.from_dict(result.data["environment"])
+            env = Environment.from_dict(result.data["environment"])
+            out[cid] = _with_secrets(env, dict(cells[cid].env) if cid in cells else {})
     return out
+
+
+def _with_secrets(env: Environment, spec_env: Mapping[str, str]) -> Environment:
+    restored = {k: spec_env.get(k, v) if REDACTED in v else v for k, v in env.env.items()}
+    return replace(env, env=restored)
 
 
 def check_phase(
     run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
 ) -> dict[str, PhaseResult]:
-    envs = environments(run, [pc.cell.id for pc in planned])
+    envs = environments(run, [pc.cell.id for pc in planned], opts.spec)
     results = {}
     for pc in planned:
         cell_dir = run.cell(pc.cell.id)
@@ -465,7 +479,7 @@ def bench_phase(
         )
     from stackmatrix.bench.phase import run_bench_phase
 
-    envs = environments(run, ids)
+    envs = environments(run, ids, opts.spec)
     spec = opts.spec
     if spec.bench is not None and spec.bench.model.startswith(TINY_MODEL_PREFIX):
         try:

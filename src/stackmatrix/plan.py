@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackmatrix._secrets import redact, redact_argv
 from stackmatrix.spec_model import Cell, Spec
 
 # Bump when the way environments are built changes, so old environments are rebuilt.
@@ -92,8 +93,10 @@ class PlannedCell:
             "content_hash": self.content_hash,
             "run_hash": self.run_hash,
             "baseline": self.is_baseline,
-            "definition": cell_definition(self.cell),
-            "differs_from_baseline": {k: list(v) for k, v in self.differs.items()},
+            "definition": {k: public(k, v) for k, v in cell_definition(self.cell).items()},
+            "differs_from_baseline": {
+                k: [public(k, old), public(k, new)] for k, (old, new) in self.differs.items()
+            },
         }
 
 
@@ -116,16 +119,27 @@ def make_plan(spec: Spec) -> list[PlannedCell]:
     return planned
 
 
+def public(field: str, value: Any) -> Any:
+    """What plan.json, `plan` and the reports show of a field: the values of secret
+    env names and server args hidden, credential-shaped strings anywhere hidden
+    (issue 16, defect 9). The environments themselves get the real values."""
+    if field == "server_args" and isinstance(value, list):
+        return redact_argv([str(v) for v in value])
+    return redact(value)
+
+
 def describe_difference(field: str, old: Any, new: Any) -> str:
     """One short phrase for the plan table, e.g. 'cuda 12.8->13.0' or 'pins +x -y'."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        shown = public(field, {k: new.get(k) for k in keys})
+        return f"{field} " + " ".join(f"{k}={shown[k]!s}" for k in keys)
+    old, new = public(field, old), public(field, new)
     if isinstance(old, list) and isinstance(new, list):
         added = [x for x in new if x not in old]
         removed = [x for x in old if x not in new]
         parts = [f"+{x}" for x in added] + [f"-{x}" for x in removed]
         return f"{field} {' '.join(parts)}"
-    if isinstance(old, dict) and isinstance(new, dict):
-        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        return f"{field} " + " ".join(f"{k}={new.get(k)!s}" for k in keys)
     return f"{field} {old}->{new}"
 
 

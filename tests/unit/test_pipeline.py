@@ -12,7 +12,8 @@ import pytest
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.cli import main
 from stackmatrix.errors import ResultsError, UsageError
-from stackmatrix.pipeline import RunOptions, open_run_dir
+from stackmatrix.pipeline import RunOptions, environments, open_run_dir
+from stackmatrix.results import RunDir
 from stackmatrix.spec import load_spec
 
 SPEC = 'name = "{name}"\n\n[[cell]]\nid = "a"\nbackend = "current"\n'
@@ -104,3 +105,36 @@ def test_resume_redoes_a_corrupt_phase_result_and_refuses_a_corrupt_run_json(tmp
     capsys.readouterr()
     assert main(argv) == 3
     assert f"{out / 'run.json'} is corrupt: cells is int" in capsys.readouterr().err
+
+
+SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzzzz"
+SECRET_SPEC = f"""\
+name = "sec"
+baseline = "a"
+
+[[cell]]
+id = "a"
+backend = "current"
+env = {{ AWS_SECRET_ACCESS_KEY = "{SECRET}-a", OMP_NUM_THREADS = "1" }}
+
+[[cell]]
+id = "b"
+backend = "current"
+env = {{ AWS_SECRET_ACCESS_KEY = "{SECRET}-b", OMP_NUM_THREADS = "2" }}
+server_args = ["--api-key", "{SECRET}-c"]
+"""
+
+
+def test_secret_env_values_stay_out_of_results_and_reports(tmp_path, capsys):
+    spec = tmp_path / "sec.toml"
+    spec.write_text(SECRET_SPEC)
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = ["--output", str(out), "--work-dir", str(work), "--reports-dir", str(tmp_path)]
+    assert main(["run", str(spec), *argv]) == 0
+    assert main(["plan", str(spec)]) == 0 and main(["plan", str(spec), "--json"]) == 0
+    assert SECRET not in capsys.readouterr().out
+    leaked = [p.name for p in out.rglob("*") if p.is_file() and SECRET in p.read_text()]
+    assert leaked == ["spec.toml"]  # the spec itself, byte for byte
+    # the phases after build still run the cell with the real value
+    envs = environments(RunDir(out), ["a"], load_spec(spec))
+    assert envs["a"].env["AWS_SECRET_ACCESS_KEY"] == f"{SECRET}-a"

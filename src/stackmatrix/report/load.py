@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stackmatrix import _atomic, _shapes
+from stackmatrix._secrets import REDACTED, is_secret_name, redact, redact_text
 from stackmatrix.errors import ResultsError
+from stackmatrix.plan import public
 from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
 
 log = logging.getLogger(__name__)
@@ -98,14 +101,44 @@ def load_run(run_dir: Path) -> RunResults:
 
 
 def _read_text(path: Path, problems: list[str]) -> str | None:
-    """The spec as the run saw it, for display: undecodable bytes are shown replaced."""
+    """The spec as the run saw it, for display: undecodable bytes are shown replaced,
+    and secret values hidden (the report is published; issue 16, defect 9)."""
     if not path.is_file():
         return None
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         problems.append(f"cannot read {path.name}: {exc.strerror}")
         return None
+    text = _SECRET_ASSIGNMENT.sub(_hide_secret_value, text)
+    return redact_text(_SECRET_FLAG.sub(_hide_flag_value, text))
+
+
+# `KEY = "value"` in TOML, also inside an inline table such as env = { KEY = "value" }
+_SECRET_ASSIGNMENT = re.compile(
+    r"""(["']?)([A-Za-z0-9_.\-]+)\1(\s*=\s*)("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+)
+
+
+def _hide_secret_value(match: re.Match[str]) -> str:
+    quote, key, eq, _ = match.groups()
+    return f'{quote}{key}{quote}{eq}"{REDACTED}"' if is_secret_name(key) else match.group(0)
+
+
+# a server arg in a TOML array: "--api-key", "value" or "--api-key=value"
+_SECRET_FLAG = re.compile(
+    r"""(["'])(--?[A-Za-z0-9_.\-]+)(=[^"'\n]*)?\1(\s*,\s*)?(["'][^"'\n]*["'])?"""
+)
+
+
+def _hide_flag_value(match: re.Match[str]) -> str:
+    quote, flag, inline, comma, following = match.groups()
+    if not is_secret_name(flag.lstrip("-")):
+        return match.group(0)
+    hidden = f'"{REDACTED}"' if following else ""
+    if inline:
+        return f"{quote}{flag}={REDACTED}{quote}{comma or ''}{following or ''}"
+    return f"{quote}{flag}{quote}{comma or ''}{hidden}"
 
 
 _PLAN_CELL = {"id": str, "content_hash": str, "definition": {}, "differs_from_baseline": {}}
@@ -157,11 +190,27 @@ def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults
         id=cell_id,
         path=path,
         content_hash=planned.get("content_hash"),
-        definition=dict(planned.get("definition") or {}),
-        differs=dict(planned.get("differs_from_baseline") or {}),
-        phases=phases,
+        # results written before secrets were kept out of them (issue 16, defect 9)
+        definition={k: public(k, v) for k, v in (planned.get("definition") or {}).items()},
+        differs={
+            k: _public_pair(k, v) for k, v in (planned.get("differs_from_baseline") or {}).items()
+        },
+        phases=_without_secret_env(phases),
         problems=tuple(problems),
     )
+
+
+def _public_pair(field: str, pair: Any) -> Any:
+    """A `differs_from_baseline` entry: [baseline value, this cell's value]."""
+    return [public(field, v) for v in pair] if isinstance(pair, list) else public(field, pair)
+
+
+def _without_secret_env(phases: dict[str, PhaseResult]) -> dict[str, PhaseResult]:
+    build = phases.get("build")
+    environment = build.data.get("environment") if build is not None else None
+    if isinstance(environment, dict) and environment.get("env"):
+        environment["env"] = redact(environment["env"])
+    return phases
 
 
 def read_requests(path: Path) -> Iterator[dict[str, Any]]:
