@@ -50,7 +50,7 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(read_bytes(path).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ResultsError(f"{path} is not valid JSON: {exc}") from exc
+        raise ResultsError(f"cannot read {path}: not valid JSON: {exc}") from exc
 
 
 def copy_file(src: Path, dst: Path) -> None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic, _shapes
+from stackmatrix import _atomic, _nofollow, _shapes
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding
 
@@ -128,12 +129,11 @@ class CellDir:
 
     def read(self, phase: str) -> PhaseResult | None:
         path = self.result_path(phase)
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
+        raw = _nofollow.read_json(path)  # never through a link (issue 16)
         try:
-            return PhaseResult.from_dict(_atomic.read_json(path))
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            raise ResultsError(f"cannot read {path}: {exc}") from exc
+            return PhaseResult.from_dict(raw)
         except ResultsError as exc:
             raise ResultsError(f"{path}: {exc.message}") from exc
 
@@ -164,15 +164,12 @@ class RunDir:
             raise ResultsError(f"cannot list {root}: {exc.strerror}") from exc
 
     def read_run(self) -> dict[str, Any]:
-        if not self.run_json.exists():
+        if not os.path.lexists(self.run_json):
             raise ResultsError(
                 f"{self.path} is not a stackmatrix results directory (no run.json); "
                 "pass the directory that `stackmatrix run` printed"
             )
-        try:
-            data = _atomic.read_json(self.run_json)
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            raise ResultsError(f"cannot read {self.run_json}: {exc}") from exc
+        data = _nofollow.read_json(self.run_json)
         why = "not an object" if not isinstance(data, dict) else _shapes.problem(data, _shapes.RUN)
         if why or not isinstance(data, dict):
             raise ResultsError(

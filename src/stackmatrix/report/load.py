@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic, _shapes
+from stackmatrix import _nofollow, _shapes
 from stackmatrix._secrets import REDACTED, is_secret_name, redact, redact_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
@@ -54,11 +55,17 @@ class CellResults:
         for launch in self.data("bench").get("launches") or []:
             for rnd in launch.get("rounds") or []:
                 name = rnd.get("requests_file")
-                if name and (self.path / name).is_file():
+                if name and _regular(self.path / name):
                     yield self.path / name
 
     def server_logs(self) -> list[Path]:
-        return sorted(self.path.glob("server-L*.log"))
+        return sorted(p for p in self.path.glob("server-L*.log") if _regular(p))
+
+
+def _regular(path: Path) -> bool:
+    """A file the report may read: a link (to /dev/zero, or outside the results) or a
+    FIFO is not read (issue 16)."""
+    return path.is_file() and not path.is_symlink()
 
 
 def _metric(round_: dict[str, Any], metric: str) -> float | None:
@@ -103,12 +110,12 @@ def load_run(run_dir: Path) -> RunResults:
 def _read_text(path: Path, problems: list[str]) -> str | None:
     """The spec as the run saw it, for display: undecodable bytes are shown replaced,
     and secret values hidden (the report is published; issue 16, defect 9)."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        problems.append(f"cannot read {path.name}: {exc.strerror}")
+        text = _nofollow.read_bytes(path).decode("utf-8", errors="replace")
+    except ResultsError as exc:
+        problems.append(exc.message)
         return None
     text = _SECRET_ASSIGNMENT.sub(_hide_secret_value, text)
     return redact_text(_SECRET_FLAG.sub(_hide_flag_value, text))
@@ -149,9 +156,9 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
         problems.append(f"{path.name} is missing: cell definitions and intended changes unknown")
         return {}
     try:
-        raw = _atomic.read_json(path)
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        problems.append(f"cannot read {path.name}: {exc}")
+        raw = _nofollow.read_json(path)
+    except ResultsError as exc:
+        problems.append(exc.message)
         return {}
     shape = {"cells": [_PLAN_CELL]}
     why = _shapes.problem(raw, shape) if isinstance(raw, dict) else "not an object"
@@ -174,13 +181,13 @@ def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults
     problems: list[str] = []
     for phase in PHASES:
         file = path / f"{phase}.json"
-        if not file.is_file():
+        if not os.path.lexists(file):
             continue
         try:
-            result = PhaseResult.from_dict(_atomic.read_json(file))
+            result = PhaseResult.from_dict(_nofollow.read_json(file))
             why = _shapes.problem(result.data, _shapes.PHASE_DATA.get(phase, {}), "data")
-        except (OSError, ValueError, ResultsError) as exc:
-            why = exc.message if isinstance(exc, ResultsError) else str(exc)
+        except ResultsError as exc:
+            why = exc.message
         if why:
             problems.append(f"{phase}.json unreadable: {why}")
             log.warning("cell %s: cannot read %s: %s", cell_id, file, why)

@@ -3,6 +3,7 @@ problem, and a broken run.json (or an unwritable output) ends with exit 3 naming
 file, never with a traceback (issue 16, defect 12)."""
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from stackmatrix.errors import ResultsError
 from stackmatrix.report import build_report
 
 from ._results import bench_data, phase, run_dir, write
+from .test_svg import deadline
 
 
 def results(tmp: Path) -> Path:
@@ -111,3 +113,26 @@ def test_an_unwritable_output_is_exit_3_naming_it(tmp_path, capsys):
     (rd / "matrix.md").mkdir()
     assert main(["report", str(rd)]) == 3
     assert f"cannot write the report into {rd}" in capsys.readouterr().err
+
+
+def test_links_and_fifos_in_results_are_never_read(tmp_path):
+    rd = results(tmp_path)
+    outside = tmp_path / "outside.json"
+    outside.write_text((rd / BENCH).read_text())
+    cell = rd / "cells" / "a"
+    (cell / "server-L1.log").symlink_to("/dev/zero")
+    os.mkfifo(cell / "server-L2.log")
+    (cell / "requests-L0-R0.jsonl").unlink()
+    os.mkfifo(cell / "requests-L0-R0.jsonl")
+    (cell / "bench.json").unlink()
+    (cell / "bench.json").symlink_to(outside)
+    with deadline(20):
+        outcome = build_report(rd)
+    assert any(
+        "bench.json" in p and "symbolic link" in p for p in outcome.report.cell("a").problems
+    )
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-run.json"
+    (rd / "run.json").rename(elsewhere)
+    (rd / "run.json").symlink_to(elsewhere)
+    with pytest.raises(ResultsError, match="symbolic link"):
+        build_report(rd)
