@@ -68,3 +68,15 @@ def test_worst_severity() -> None:
         Finding(code="B", severity=Severity.WARN, message=""),
     ]
     assert worst(f) is Severity.WARN and worst([]) is None
+
+
+def test_an_unreadable_phase_result_names_its_file(tmp_path: Path) -> None:
+    # issue 16, defect 15: a bench.json of another schema version, met on resume
+    cell = RunDir(tmp_path).cell("a")
+    path = cell.result_path("bench")
+    _atomic.write_json(path, {"schema_version": 2, "phase": "bench"})
+    with pytest.raises(ResultsError, match=f"^{path}: phase result has schema_version 2"):
+        cell.read("bench")
+    _atomic.write_json(path, {"schema_version": 1, "cell": "a", "status": "ok"})
+    with pytest.raises(ResultsError, match=f"^{path}: phase result has no 'phase'"):
+        cell.read("bench")
