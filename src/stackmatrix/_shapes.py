@@ -26,6 +26,7 @@ RUN: Shape = {
 }
 _ROUND = {"metrics": {}, "requests_file": str, "index": int}
 _LAUNCH = {"rounds": [_ROUND], "env_facts": {}, "status": str, "index": int}
+_WARMUP = {**_LAUNCH, "index": (int, str)}  # "W1"
 PHASE_DATA: dict[str, Shape] = {
     "build": {"environment": {"env": {}}, "lock": [{}], "python_version": str},
     "check": {
@@ -38,7 +39,7 @@ PHASE_DATA: dict[str, Shape] = {
     },
     "bench": {
         "launches": [_LAUNCH],
-        "warmup_launches": [_LAUNCH],
+        "warmup_launches": [_WARMUP],
         "effective_config": {},
         "server_info": {},
         "launch_argv": list,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from stackmatrix import _shapes
 from stackmatrix.cli import main
 from stackmatrix.errors import ResultsError
 from stackmatrix.report import build_report
@@ -136,3 +137,19 @@ def test_links_and_fifos_in_results_are_never_read(tmp_path):
     (rd / "run.json").symlink_to(elsewhere)
     with pytest.raises(ResultsError, match="symbolic link"):
         build_report(rd)
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "reports" / "examples"
+
+
+def test_every_result_stackmatrix_wrote_fits_the_shapes():
+    """The shapes refuse only what stackmatrix never writes: the kept example runs
+    (CPU and H200, warm-up launches included) all fit."""
+    files = sorted(EXAMPLES.glob("*/cells/*/*.json"))
+    assert len(files) > 20
+    for path in files:
+        raw = json.loads(path.read_text())
+        where = f"{path.relative_to(EXAMPLES)} data"
+        assert _shapes.problem(raw["data"], _shapes.PHASE_DATA[raw["phase"]], where) is None
+    for path in sorted(EXAMPLES.glob("*/run.json")):
+        assert _shapes.problem(json.loads(path.read_text()), _shapes.RUN) is None, path
