@@ -3,7 +3,7 @@
 Readers use `.get` and trust the types they find; a run.json whose `cells` is a
 number, or a bench.json whose `launches` is one (a corrupt or hand-edited file),
 used to end the report with a traceback (issue 16, defect 12). Keys may be missing
-or null; what is there must fit.
+or null; what is there must fit (a list holds no nulls).
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def problem(value: Any, shape: Shape, where: str = "") -> str | None:
     if isinstance(shape, list):
         if not isinstance(value, list):
             return f"{where} is {type(value).__name__}, not a list"
-        found = (problem(v, shape[0], f"{where}[{i}]") for i, v in enumerate(value))
+        found = (
+            problem(v, shape[0], f"{where}[{i}]") if v is not None else f"{where}[{i}] is null"
+            for i, v in enumerate(value)
+        )
         return next((p for p in found if p), None)
     if (shape is int and isinstance(value, bool)) or not isinstance(value, shape):
         return f"{where} is {type(value).__name__} {value!r:.40}, not {_name(shape)}"

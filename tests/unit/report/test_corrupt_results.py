@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stackmatrix import _shapes
 from stackmatrix.cli import main
@@ -153,3 +155,40 @@ def test_every_result_stackmatrix_wrote_fits_the_shapes():
         assert _shapes.problem(raw["data"], _shapes.PHASE_DATA[raw["phase"]], where) is None
     for path in sorted(EXAMPLES.glob("*/run.json")):
         assert _shapes.problem(json.loads(path.read_text()), _shapes.RUN) is None, path
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+TARGETS = st.sampled_from(["run.json", "plan.json", BENCH, "cells/a/build.json"])
+KEYS = st.sampled_from(["", "data", "cells", "launches", "report", "rounds", "status", "phase"])
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(target=TARGETS, key=KEYS, value=JSON)
+def test_any_json_anywhere_is_a_report_or_exit_3(tmp_path_factory, target, key, value):
+    """Whatever JSON a results file holds, at its top or under a key the readers use,
+    the report is written or refused with exit 3: never a traceback."""
+    rd = results(tmp_path_factory.mktemp("fuzz"))
+    path = rd / target
+    data = json.loads(path.read_text())
+    if not key:
+        data = value
+    elif key in data:
+        data[key] = value
+    elif key in data.get("data", {}):
+        data["data"][key] = value
+    else:
+        for launch in data.get("data", {}).get("launches", []):
+            launch[key] = value
+    path.write_text(json.dumps(data))
+    try:
+        build_report(rd)
+    except ResultsError as exc:
+        assert target == "run.json", exc.message
