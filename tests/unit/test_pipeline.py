@@ -107,7 +107,7 @@ def test_resume_redoes_a_corrupt_phase_result_and_refuses_a_corrupt_run_json(tmp
     assert f"{out / 'run.json'} is corrupt: cells is int" in capsys.readouterr().err
 
 
-SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzzzz"
+SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzzzz"  # noqa: S105 - planted, to be kept out
 SECRET_SPEC = f"""\
 name = "sec"
 baseline = "a"
