@@ -92,7 +92,7 @@ def check_agreement(pieces: Sequence[Piece]) -> None:
 def _same_workload(pieces: Sequence[Piece]) -> None:
     digests = {}
     for piece in pieces:
-        wl = piece.run.path / "workload.jsonl"
+        wl = piece.run.path / WORKLOAD_FILE
         if _lexists(wl):
             digests[piece.run.path] = hashlib.sha256(_nofollow.read_bytes(wl)).hexdigest()
     if len(set(digests.values())) > 1:
@@ -137,7 +137,7 @@ def check_output(output: Path, pieces: Sequence[Path]) -> None:
                 "merge writes a new results directory: pass another --output"
             )
     if output.is_symlink() or (output.exists() and not output.is_dir()):
-        raise ResultsError(f"refusing to merge into {output}: it exists and is not a directory")
+        raise ResultsError(f"refusing to merge into {output}: it is a link or not a directory")
     if output.is_dir() and any(output.iterdir()):
         what = "a results directory" if (output / "run.json").exists() else "not empty"
         raise ResultsError(
