@@ -16,11 +16,11 @@ from typing import Any
 
 # Kept in step with compat/_probe_script.py, which runs inside a cell's interpreter
 # and cannot import this module (a unit test compares the two).
-SECRET_NAME_PATTERN = (
+CREDENTIAL_NAME_PATTERN = (
     r"(?:^|[_\-.])(?:token|secret|passw(?:or)?d|pass|api[_\-]?key|access[_\-]?key|"
     r"private[_\-]?key|credentials?|auth|authorization|cookie|session[_\-]?key)(?:$|[_\-.])|[_\-.]key$"
 )
-_SECRET_NAME = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
+_SECRET_NAME = re.compile(CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
 # Shapes of credentials, so a token passed under an innocent name is still hidden.
 _SECRET_VALUE = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"

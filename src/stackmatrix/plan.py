@@ -23,6 +23,8 @@ ENV_FIELDS = (
     "python", "cuda", "backend", "base_image", "pins", "index_url",
     "extra_index_urls", "find_links", "torch_backend", "ca_certs",
 )  # fmt: skip
+# Hashed only when set, so cells that do not use them keep their hashes (and envs).
+LAYER_FIELDS = ("inherit", "offline", "no_deps")
 RUN_FIELDS = ("env", "server_args", "gpus", "runs_on")
 
 
@@ -40,6 +42,9 @@ def cell_definition(cell: Cell) -> dict[str, Any]:
         "find_links": list(cell.find_links),
         "torch_backend": cell.torch_backend,
         "ca_certs": list(cell.ca_certs),
+        "inherit": cell.inherit,
+        "offline": cell.offline,
+        "no_deps": cell.no_deps,
         "env": dict(cell.env),
         "server_args": list(cell.server_args),
         "gpus": cell.gpus,
@@ -59,6 +64,7 @@ def content_hash(cell: Cell, spec_dir: Path | None = None) -> str:
     env_part["pins"] = sorted(env_part["pins"])
     env_part["ca_certs"] = [_file_digest(c, spec_dir) for c in cell.ca_certs]
     env_part["builder"] = BUILDER_VERSION
+    env_part |= {k: d[k] for k in LAYER_FIELDS if d[k]}
     return _digest(env_part)
 
 

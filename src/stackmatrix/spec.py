@@ -328,12 +328,39 @@ def _make_cell(layers: list[tuple[str, dict[str, Any]]], axes: tuple[tuple[str, 
         "runs_on": tuple(_check_list(v.get("runs_on", []), path("runs_on"), p)),
         "gpus": _check_int(v.get("gpus", 0), path("gpus"), p, minimum=0),
         "ca_certs": tuple(_check_list(v.get("ca_certs", []), path("ca_certs"), p)),
+        "inherit": _check_opt(v, "inherit", path, p, _INHERIT_RE, '"current" or /abs/python'),
+        **{k: _check_bool(v.get(k, False), path(k), p) for k in _LAYER_FLAGS},
         "description": _check_str(v.get("description", ""), path("description"), p) or "",
         "axes": axes,
     }
+    _check_layering(kwargs, path, p)
     if len(p.items) != before:
         return None
     return Cell(**kwargs)
+
+
+_LAYER_FLAGS = ("offline", "no_deps")
+_INHERIT_RE = re.compile(r"^(current|/[^\x00]*)$")
+
+
+def _check_layering(kwargs: Mapping[str, Any], path: Callable[[str], str], p: Problems) -> None:
+    backend = kwargs.get("backend")
+    for flag in ("inherit", *_LAYER_FLAGS):
+        if kwargs.get(flag) and backend not in (None, "venv"):
+            p.add(path(flag), f"applies to the venv backend only, not {backend!r}")
+    if kwargs.get("offline") and not kwargs.get("find_links") and kwargs.get("pins"):
+        p.add(
+            path("offline"),
+            "an offline cell installs only from find_links: add the wheel directory, "
+            'e.g. find_links = ["/opt/wheels"]',
+        )
+
+
+def _check_bool(val: Any, path: str, p: Problems) -> bool:
+    if isinstance(val, bool):
+        return val
+    p.add(path, f"expected true or false, got {type_name(val)} {val!r}")
+    return False
 
 
 # ---------------------------------------------------------------- value checks

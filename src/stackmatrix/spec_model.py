@@ -42,6 +42,14 @@ class Cell:
     runs_on: tuple[str, ...] = ()  # CI runner labels for this cell
     gpus: int = 0  # GPUs this cell needs (0: CPU-only)
     ca_certs: tuple[str, ...] = ()  # extra CA bundles (paths) for builds behind a TLS proxy
+    # venv backend, for an air-gapped host whose image has the stack preinstalled
+    # (issue 13): `inherit` names an interpreter ("current": the one running
+    # stackmatrix) whose packages the venv sees behind its own; `offline` installs
+    # only from find_links; `no_deps` installs exactly the pins without resolving
+    # their requirements (the check reports requirements nothing installed satisfies).
+    inherit: str | None = None
+    offline: bool = False
+    no_deps: bool = False
     description: str = ""
     # the axis labels this cell came from, {axis: label}; empty for [[cell]] tables
     axes: tuple[tuple[str, str], ...] = ()

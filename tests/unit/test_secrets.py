@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from stackmatrix._secrets import (
+    CREDENTIAL_NAME_PATTERN,
     REDACTED,
-    SECRET_NAME_PATTERN,
     is_secret_name,
     redact,
     redact_argv,
@@ -52,10 +52,14 @@ def test_redact_argv_keeps_flags() -> None:
 def test_tokenizer_settings_are_configuration_not_secrets() -> None:
     # Real resolved server args of sglang 0.5.14 (issue 13): a tokenizer change between
     # cells must stay visible, while credentials stay hidden.
-    kept = ["tokenizer_path", "tokenizer_mode", "tokenizer_worker_num", "skip_tokenizer_init",
-            "max_total_tokens", "max_prefill_tokens", "chunked_prefill_size", "keyfile"]  # fmt: skip
-    hidden = ["hf_token", "api_key", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "admin-api-key",
-              "ssl_keyfile_password", "authorization", "hfToken", "GITHUB_TOKEN", "OPENAI_KEY"]  # fmt: skip
+    kept = [
+        "tokenizer_path", "tokenizer_mode", "tokenizer_worker_num", "skip_tokenizer_init",
+        "max_total_tokens", "max_prefill_tokens", "chunked_prefill_size", "keyfile",
+    ]  # fmt: skip
+    hidden = [
+        "hf_token", "api_key", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "admin-api-key",
+        "ssl_keyfile_password", "authorization", "hfToken", "GITHUB_TOKEN", "OPENAI_KEY",
+    ]  # fmt: skip
     assert [k for k in kept if is_secret_name(k)] == []
     assert [k for k in hidden if not is_secret_name(k)] == []
 
@@ -69,4 +73,4 @@ def test_credential_shaped_values_are_hidden_under_any_name() -> None:
 def test_probe_script_uses_the_same_secret_words() -> None:
     from stackmatrix.compat import _probe_script
 
-    assert _probe_script.SECRET_NAME_PATTERN == SECRET_NAME_PATTERN
+    assert _probe_script.CREDENTIAL_NAME_PATTERN == CREDENTIAL_NAME_PATTERN

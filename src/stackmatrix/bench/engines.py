@@ -42,6 +42,18 @@ class Engine:
     needs_gpu: ClassVar[bool] = False
     accepts_ignore_eos: ClassVar[bool] = True
     ready_paths: ClassVar[tuple[str, ...]] = ("/health",)
+    # Ports the engine derives from `--port` by adding these offsets (name -> offset);
+    # the port we pick must leave them free and below 65536.
+    derived_port_offsets: ClassVar[dict[str, int]] = {}
+
+    def pinned_args(self, args: Sequence[str], *, seed: int) -> list[str]:
+        """Flags added to every launch so that launches differ only in what cells ask.
+
+        An engine that draws a fresh random value per launch (a sampling seed) would
+        otherwise show it as a difference between any two cells.
+        """
+        del args, seed
+        return []
 
     def module_argv(self, model: str, host: str, port: int) -> list[str]:
         """What follows the interpreter: `-m module ...` with model, host and port."""
@@ -104,6 +116,15 @@ class SglangEngine(Engine):
     needs_gpu = True
     ready_paths = ("/health_generate",)
     info_paths: ClassVar[tuple[str, ...]] = ("/server_info", "/get_server_info")
+    # sglang 0.5.14 starts a gRPC server on --port + 10000 unless SGLANG_GRPC_PORT is
+    # set, and refuses a --port above 55535 ("SGLANG_GRPC_PORT (68545) must be between
+    # 1 and 65535", issue 13). Older versions ignore the extra room we leave.
+    derived_port_offsets: ClassVar[dict[str, int]] = {"grpc": 10000}
+
+    def pinned_args(self, args: Sequence[str], *, seed: int) -> list[str]:
+        # sglang draws `random_seed` per launch when none is given (issue 13).
+        given = any(a == "--random-seed" or a.startswith("--random-seed=") for a in args)
+        return [] if given else ["--random-seed", str(seed)]
 
     def module_argv(self, model: str, host: str, port: int) -> list[str]:
         return [

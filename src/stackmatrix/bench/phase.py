@@ -291,6 +291,7 @@ def _run_launch(
     }
     log_path = st.cell_dir.file(f"server-L{k}.log")
     args = [*bench.server_args, *st.server_args]
+    args += engine.pinned_args(args, seed=bench.workload.seed)
     srv: server.RunningServer | None = None
     try:
         with _serve(bench, engine, st, model, args, log_path) as srv:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from stackmatrix.envs.base import Environment
 
 log = logging.getLogger(__name__)
 
+_RANDOM = random.SystemRandom()
 POLL_S = 0.5
 PORT_FREE_TIMEOUT_S = 15.0
 
@@ -79,10 +81,35 @@ class RunningServer:
         )
 
 
-def free_port() -> int:
+MAX_PORT = 65535
+PORT_ATTEMPTS = 200
+
+
+def free_port(offsets: Iterable[int] = ()) -> int:
+    """A free port whose derived ports (port + each offset) are free and valid too."""
+    room = max(offsets, default=0)
+    for _ in range(PORT_ATTEMPTS):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port + room > MAX_PORT:
+            port = _RANDOM.randrange(1024, MAX_PORT - room + 1)
+        if all(_bindable(port + off) for off in (0, *offsets)):
+            return port
+    raise ServerFailed(
+        f"found no free port with room for the engine's derived ports (+{room}) after "
+        f"{PORT_ATTEMPTS} attempts",
+        code="no_free_port",
+    )
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -121,7 +148,7 @@ def launch(
     gpus: bool = False,
 ) -> Iterator[RunningServer]:
     """Start the engine in `environment`, yield it once ready, always tear it down."""
-    port = free_port()
+    port = free_port(engine.derived_port_offsets.values())
     container = f"stackmatrix-{uuid.uuid4().hex[:12]}" if environment.backend == "docker" else None
     argv = _argv(engine, environment, model, port, args, container, gpus)
     server = RunningServer(

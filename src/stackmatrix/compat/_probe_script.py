@@ -41,13 +41,13 @@ ENV_NAMES = (
     "HF_HUB_OFFLINE",
     "TRITON_CACHE_DIR",
 )
-# The same words as stackmatrix._secrets.SECRET_NAME_PATTERN (this script runs inside a
+# The same words as stackmatrix._secrets.CREDENTIAL_NAME_PATTERN (this script runs inside a
 # cell's interpreter and imports nothing of ours; a unit test keeps the two equal).
-SECRET_NAME_PATTERN = (
+CREDENTIAL_NAME_PATTERN = (
     r"(?:^|[_\-.])(?:token|secret|passw(?:or)?d|pass|api[_\-]?key|access[_\-]?key|"
     r"private[_\-]?key|credentials?|auth|authorization|cookie|session[_\-]?key)(?:$|[_\-.])|[_\-.]key$"
 )
-_SECRET = re.compile(SECRET_NAME_PATTERN, re.IGNORECASE)
+_SECRET = re.compile(CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
 
 
 def _error(exc: BaseException) -> dict[str, str]:

@@ -75,8 +75,8 @@ def read_inventory(site_packages: Sequence[Path], *, scan_binaries: bool = True)
     for sp in site_packages:
         for info in sorted(sp.glob("*.dist-info")):
             dist = _read_dist(info, sp, scan_binaries=scan_binaries)
-            if dist is None:
-                continue
+            if dist is None or any(d.name == dist.name for d in dists):
+                continue  # unreadable, or shadowed by an earlier directory of sys.path
             dists.append(dist)
             for f in dist.files:
                 owners.setdefault(f, dist.name)

@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackmatrix.compat import _data, coverage, driver, libs, probe, symbols
 from stackmatrix.compat._elffile import ELFError, is_elf
+from stackmatrix.compat.importpath import import_path
 from stackmatrix.compat.inventory import Inventory, read_inventory
 from stackmatrix.compat.render import render_text
 from stackmatrix.compat.scan import ExtensionScan, scan_extension
@@ -64,14 +65,23 @@ def verdict_of(findings: Sequence[Finding]) -> Verdict:
 def find_extensions(site_packages: Sequence[Path]) -> list[tuple[Path, Path]]:
     """(site-packages, file) for every ELF extension module, libraries excluded."""
     out: list[tuple[Path, Path]] = []
+    earlier: list[Path] = []
     for sp in site_packages:
         for path in sorted(sp.rglob("*.so")):
             rel = path.relative_to(sp).as_posix()
             if rel.startswith(_SKIP_DIRS) or ".libs/" in rel or path.name.startswith("lib"):
                 continue
+            if _shadowed(rel, earlier):
+                continue  # an earlier directory of the import path has this package
             if path.is_file() and not path.is_symlink() and is_elf(path):
                 out.append((sp, path))
+        earlier.append(sp)
     return out
+
+
+def _shadowed(rel: str, earlier: Sequence[Path]) -> bool:
+    top = rel.split("/", 1)[0]
+    return "/" in rel and any((sp / top).is_dir() for sp in earlier)
 
 
 # --- per-extension analysis ---------------------------------------------------------------
@@ -594,7 +604,7 @@ def check_environment(
     run_probe: bool = True,
 ) -> CheckOutcome:
     """Check one environment; every problem is a finding, never an exception."""
-    site = environment.site_packages
+    site = import_path(environment)
     inventory = read_inventory(site)
     ctx = libs.search_context(environment.root, site, environment.env)
     outcome = _static_check(
@@ -611,6 +621,7 @@ def check_environment(
     findings += drv_findings
     findings += _known_bad(inventory, cell_id)
     data["driver"] = drv
+    data["import_path"] = [str(p) for p in site]
     data["probe"] = None
     if run_probe:
         data["probe"], probe_findings = _probe_findings(

@@ -65,6 +65,9 @@ def index_args(cell: Cell, spec_dir: Path) -> list[str]:
         args += ["--find-links", _resolve_local(link, spec_dir)]
     if cell.torch_backend:
         args += ["--torch-backend", cell.torch_backend]
+    if cell.offline:
+        # an air-gapped host: nothing but the wheel directories, no network at all
+        args += ["--offline", "--no-index"]
     return args
 
 

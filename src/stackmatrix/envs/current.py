@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import site
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ from stackmatrix.spec_model import Cell
 def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
           content_hash: str) -> BuildOutcome:  # fmt: skip
     del spec_dir, work_dir, content_hash  # nothing to build: the stack is preinstalled
-    result = _proc.run([sys.executable, str(lockscript_path())], log_path=None, timeout=120)
+    # with the cell's env: PYTHONPATH there changes what this interpreter imports
+    run_env = {**os.environ, **dict(cell.env)}
+    result = _proc.run([sys.executable, str(lockscript_path())], timeout=120, env=run_env)
     if not result.ok:
         return BuildOutcome(
             status=Status.FAILED,

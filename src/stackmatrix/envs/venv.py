@@ -14,6 +14,7 @@ import fcntl
 import json
 import logging
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -122,12 +123,25 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
         timings[name] = round(result.duration_s, 3)
         return result
 
-    created = step("venv", [uv, "venv", "--python", _uv.find_python(cell.python), str(env_dir)])
+    base = _inherited_python(cell) or _uv.find_python(cell.python)
+    created = step("venv", [uv, "venv", "--python", base, str(env_dir)])
     if not created.ok:
         return _failed("python_missing", f"uv could not create a Python {cell.python} "
                        f"environment:\n{created.tail(8)}", timings)  # fmt: skip
+    if cell.inherit:
+        problem = _inherit(base, env_dir, log_path)
+        if problem is not None:
+            return _failed("inherit_failed", problem, timings)
     compiled: dict[str, tuple[str, str]] = {}
-    if cell.pins:
+    if cell.pins and cell.no_deps:
+        # exactly the pins, on top of what the interpreter already has; the check
+        # reports requirements that nothing installed satisfies
+        py = ["--python", str(_python(env_dir))]
+        idx = _uv.index_args(cell, spec_dir)
+        installed = step("install", [uv, "pip", "install", "--no-deps", *py, *idx, *cell.pins])
+        if not installed.ok:
+            return _resolve_failed(cell, installed, timings, what="install")
+    elif cell.pins:
         req_in = env_dir / "requirements.in"
         req_in.write_text("".join(f"{p}\n" for p in cell.pins))
         lock_txt = env_dir / "lock.txt"
@@ -156,6 +170,37 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
         findings=tuple(detect_drift(cell, lock)),
         data={"env_dir": str(env_dir), "timings": timings},
     )
+
+
+def _inherited_python(cell: Cell) -> str | None:
+    if cell.inherit == "current":
+        return sys.executable
+    return cell.inherit
+
+
+_INHERIT_PTH = "_stackmatrix_inherit.pth"
+
+
+def _inherit(base: str, env_dir: Path, log_path: Path) -> str | None:
+    """Let the venv see `base`'s packages behind its own: a .pth naming base's site dirs.
+
+    uv's --system-site-packages would add the packages of the *base* interpreter
+    only, and an image's stack often lives in a venv of its own (the lent H200's
+    torch is in /opt/torch/.venv): a .pth works for both. Directories a .pth adds
+    come after the venv's site-packages, so a pin of the cell shadows the image's.
+    """
+    code = "import json, site; print(json.dumps(site.getsitepackages()))"
+    result = _proc.run([base, "-c", code], log_path=log_path, timeout=60)
+    try:
+        dirs = [d for d in json.loads(result.output.strip().splitlines()[-1]) if Path(d).is_dir()]
+    except (ValueError, IndexError):
+        return f"could not read the site-packages of {base}:\n{result.tail(8)}"
+    site = sorted((env_dir / "lib").glob("python3*/site-packages"))
+    if not site:
+        return f"the new environment {env_dir} has no site-packages directory"
+    (site[0] / _INHERIT_PTH).write_text("".join(f"{d}\n" for d in dirs), encoding="utf-8")
+    _log(log_path, f"inherits the packages of {base}: {', '.join(dirs)}")
+    return None
 
 
 def _read_installed(cell: Cell, env_dir: Path, log_path: Path,

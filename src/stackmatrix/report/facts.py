@@ -166,11 +166,16 @@ def _env_from(env: Any) -> list[Fact]:
 
 
 def _log_facts(cell: CellResults, patterns: Sequence[LogPattern]) -> list[Fact]:
-    found = read_facts(cell.server_logs(), patterns)
+    found = read_facts(cell.server_logs(), patterns, engine=log_engine(cell))
     return [
         Fact(key=_log_key(f.fact), value=f.value, source="log", evidence=f.evidence)
         for f in sorted(found.values(), key=lambda f: f.fact)
     ]
+
+
+def log_engine(cell: CellResults) -> str | None:
+    engine = cell.data("bench").get("engine")
+    return str(engine) if engine else None
 
 
 def _log_key(fact: str) -> str:

@@ -17,6 +17,9 @@ from stackmatrix.errors import ResultsError
 from stackmatrix.report.compat_data import load_toml
 
 _MAX_EVIDENCE = 160
+# The value of an expected fact when no line of a log matched any of its patterns: the
+# report says so instead of leaving the fact out (issue 13).
+NOT_READ = "not read"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +28,12 @@ class LogPattern:
     regex: re.Pattern[str]
     value: str | None = None
     absent: str | None = None
+    engines: tuple[str, ...] = ()  # engines whose logs the pattern is for; () = any
+    covers: tuple[str, ...] = ()  # "sglang 0.5.14": versions with a captured log line
+    expected: bool = False  # every log of those engines should state this fact
+
+    def applies_to(self, engine: str | None) -> bool:
+        return not self.engines or engine in self.engines
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> LogPattern:
@@ -41,6 +50,9 @@ class LogPattern:
             regex=regex,
             value=raw.get("value"),
             absent=raw.get("absent"),
+            engines=tuple(str(e) for e in raw.get("engines") or ()),
+            covers=tuple(str(c) for c in raw.get("covers") or ()),
+            expected=bool(raw.get("expected", False)),
         )
 
 
@@ -57,12 +69,18 @@ def load_patterns(directory: Path | None = None) -> tuple[LogPattern, ...]:
     return tuple(LogPattern.from_dict(p) for p in raw.get("pattern") or [])
 
 
-def read_facts(logs: Sequence[Path], patterns: Sequence[LogPattern]) -> dict[str, LogFact]:
+def read_facts(
+    logs: Sequence[Path], patterns: Sequence[LogPattern], *, engine: str | None = None
+) -> dict[str, LogFact]:
     """Facts found in a cell's server logs; the first match of each fact wins.
+
+    Only the patterns for `engine` apply (all of them when it is None). An expected
+    fact that no line states reads NOT_READ.
 
     When launches of one cell disagree (one captured more CUDA graphs than another),
     the value lists each distinct one, in launch order.
     """
+    patterns = [p for p in patterns if engine is None or p.applies_to(engine)]
     per_log = [_facts_of(path, patterns) for path in logs if path.is_file()]
     facts: dict[str, LogFact] = {}
     for fact in {name for found in per_log for name in found}:
@@ -88,7 +106,17 @@ def _facts_of(path: Path, patterns: Sequence[LogPattern]) -> dict[str, LogFact]:
         found.setdefault(
             pattern.fact, LogFact(fact=pattern.fact, value=str(pattern.absent), evidence=None)
         )
+    for pattern in patterns:
+        if pattern.expected:
+            found.setdefault(
+                pattern.fact, LogFact(fact=pattern.fact, value=NOT_READ, evidence=None)
+            )
     return found
+
+
+def unread(facts: dict[str, LogFact]) -> list[str]:
+    """The expected facts that no log line stated."""
+    return sorted(f.fact for f in facts.values() if f.value == NOT_READ)
 
 
 def _absent_defaults(patterns: Iterable[LogPattern]) -> list[LogPattern]:

@@ -18,9 +18,9 @@ from stackmatrix import __version__
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import drift as drift_mod
 from stackmatrix.report.compat_data import compat_dir
-from stackmatrix.report.facts import collect
+from stackmatrix.report.facts import collect, log_engine
 from stackmatrix.report.load import CellResults, RunResults, read_requests
-from stackmatrix.report.logfacts import LogPattern, load_patterns
+from stackmatrix.report.logfacts import LogPattern, load_patterns, read_facts, unread
 from stackmatrix.report.stats import (
     Calibration,
     Comparison,
@@ -286,6 +286,7 @@ def build_model(
                     cell_server_args=tuple(cell.definition.get("server_args") or ()),
                 )
         cells.append(_cell_report(cell, results, headline, thresholds, comparison, drift))
+    notes += _unread_notes(results.cells, patterns)
     return MatrixReport(
         spec_name=str(results.run.get("spec_name", "")),
         spec_hash=str(results.run.get("spec_hash", "")),
@@ -302,6 +303,20 @@ def build_model(
         calibration=_calibration(results, headline, thresholds),
         sample_unit=_unit(cells),
     )
+
+
+def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) -> list[str]:
+    """Facts every log of the cell's engine should state that none of its logs did."""
+    out = []
+    for cell in cells:
+        logs = cell.server_logs()
+        missing = unread(read_facts(logs, patterns, engine=log_engine(cell))) if logs else []
+        if missing:
+            out.append(
+                f"{cell.id}: not read from its server logs (no line matched "
+                f"compat/log_patterns.toml): {', '.join(missing)}"
+            )
+    return out
 
 
 def _rules(compat: Path | None, notes: list[str]) -> tuple[Sequence[LogPattern], drift_mod.Ranking]:

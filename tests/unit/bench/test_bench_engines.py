@@ -54,3 +54,44 @@ def test_flatten_nests_and_drops_launch_specific_keys():
         "speculative.num_steps": 3,
         "version": "0.5.9",
     }
+
+
+def test_sglang_port_leaves_room_for_its_grpc_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from stackmatrix.bench import server
+
+    # The kernel hands out ephemeral ports up to 60999 here; sglang 0.5.14 adds 10000
+    # for gRPC and refuses anything above 65535 (issue 13).
+    engine = get_engine("sglang")
+    assert engine.derived_port_offsets == {"grpc": 10000}
+    real_socket = socket.socket
+
+    class HighPortSocket(real_socket):  # the kernel's choice, forced high
+        def bind(self, address: tuple[str, int]) -> None:  # type: ignore[override]
+            super().bind((address[0], 0))
+
+        def getsockname(self) -> tuple[str, int]:  # type: ignore[override]
+            return ("127.0.0.1", 60999)
+
+    monkeypatch.setattr(server.socket, "socket", HighPortSocket)
+    monkeypatch.setattr(server, "_bindable", lambda port: True)
+    for _ in range(50):
+        port = server.free_port(engine.derived_port_offsets.values())
+        assert port >= 1024 and port + 10000 <= 65535
+
+
+def test_free_port_checks_every_derived_port() -> None:
+    from stackmatrix.bench import server
+
+    port = server.free_port([10000, 1])
+    assert port + 10000 <= 65535
+    assert server._bindable(port) and server._bindable(port + 10000) and server._bindable(port + 1)
+
+
+def test_sglang_launches_get_one_recorded_seed() -> None:
+    sg = get_engine("sglang")
+    assert sg.pinned_args(["--tp", "1"], seed=7) == ["--random-seed", "7"]
+    assert sg.pinned_args(["--random-seed", "3"], seed=7) == []
+    assert sg.pinned_args(["--random-seed=3"], seed=7) == []
+    assert get_engine("transformers").pinned_args([], seed=7) == []
