@@ -1,9 +1,11 @@
 """Secrets never land in results, logs or reports: redact by name and by value.
 
 A name is secret when one of its `_`/`-`/`.`-separated words is a credential word
-(`hf_token`, `api-key`, `AWS_SECRET_ACCESS_KEY`), not when it merely contains one:
-`tokenizer_path`, `max_total_tokens` or `skip_tokenizer_init` are configuration that a
-comparison between cells must show (issue 13). A value is secret when it has the
+(`AWS_SECRET_ACCESS_KEY`, `api-key`) or it ends in `token`, `auth` or `key` (`hf_token`),
+not when it merely contains one: `tokenizer_path`, `max_total_tokens`,
+`tbo_token_distribution_threshold` or `enable_forward_pass_metrics` are configuration
+that a comparison between cells must show (issue 13); and only a string value is
+hidden, never a number, a boolean or a list. A value is secret when it has the
 shape of a well-known credential (a Hugging Face, OpenAI, GitHub or AWS key, a
 bearer header), whatever its name.
 """
@@ -17,8 +19,9 @@ from typing import Any
 # Kept in step with compat/_probe_script.py, which runs inside a cell's interpreter
 # and cannot import this module (a unit test compares the two).
 CREDENTIAL_NAME_PATTERN = (
-    r"(?:^|[_\-.])(?:token|secret|passw(?:or)?d|pass|api[_\-]?key|access[_\-]?key|"
-    r"private[_\-]?key|credentials?|auth|authorization|cookie|session[_\-]?key)(?:$|[_\-.])|[_\-.]key$"
+    r"(?:^|[_\-.])(?:secret|passw(?:or)?d|api[_\-]?key|access[_\-]?key|private[_\-]?key|"
+    r"credentials?|authorization|cookie|session[_\-]?key)(?:$|[_\-.])"
+    r"|(?:^|[_\-.])(?:token|auth|key)$"
 )
 _SECRET_NAME = re.compile(CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
 # Shapes of credentials, so a token passed under an innocent name is still hidden.
@@ -49,7 +52,7 @@ def redact(data: Any) -> Any:
     """A copy of `data` with the values of secret-looking keys replaced (nested)."""
     if isinstance(data, dict):
         return {
-            k: (REDACTED if is_secret_name(str(k)) and v not in (None, "") else redact(v))
+            k: (REDACTED if is_secret_name(str(k)) and _credential_like(v) else redact(v))
             for k, v in data.items()
         }
     if isinstance(data, list):
@@ -57,6 +60,12 @@ def redact(data: Any) -> Any:
     if isinstance(data, str):
         return redact_text(data)
     return data
+
+
+def _credential_like(value: object) -> bool:
+    # A credential is a non-empty string: `bucket_time_to_first_token = [0.1, 0.5]` or
+    # a boolean `enable_auth` is configuration whatever its name says.
+    return isinstance(value, str) and value != ""
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

@@ -304,3 +304,32 @@ def test_any_spec_is_a_spec_or_its_problems(raw: dict[str, object]) -> None:
         parse_spec(raw)
     except SpecError as exc:
         assert exc.exit_code == 2 and exc.problems
+
+
+def test_layering_fields_for_an_air_gapped_host() -> None:
+    cell = {"id": "a", "inherit": "current", "offline": True, "no_deps": True,
+            "find_links": ["/opt/wheels"], "pins": ["sglang==0.5.14"]}  # fmt: skip
+    spec = parse_spec({"name": "m", "cell": [cell]})
+    got = spec.cell("a")
+    assert (got.inherit, got.offline, got.no_deps) == ("current", True, True)
+    found = problems({"name": "m", "cell": [
+        {"id": "a", "offline": "yes"},
+        {"id": "b", "backend": "docker", "inherit": "current"},
+        {"id": "c", "offline": True, "pins": ["six"]},
+        {"id": "d", "inherit": "python3"},
+    ], "baseline": "a"})  # fmt: skip
+    text = "\n".join(found)
+    assert "expected true or false" in text
+    assert "applies to the venv backend only, not 'docker'" in text
+    assert "installs only from find_links" in text
+    assert "inherit" in text and "python3" in text
+
+
+def test_layering_fields_change_the_hash_only_when_set() -> None:
+    from stackmatrix.plan import content_hash
+
+    plain = parse_spec(MINIMAL).cell("a")
+    layered = parse_spec({"name": "m", "cell": [{**MINIMAL["cell"][0], "no_deps": True}]})  # type: ignore[index]
+    explicit_off = parse_spec({"name": "m", "cell": [{**MINIMAL["cell"][0], "no_deps": False}]})  # type: ignore[index]
+    assert content_hash(plain) == content_hash(explicit_off.cell("a"))
+    assert content_hash(plain) != content_hash(layered.cell("a"))

@@ -44,8 +44,9 @@ ENV_NAMES = (
 # The same words as stackmatrix._secrets.CREDENTIAL_NAME_PATTERN (this script runs inside a
 # cell's interpreter and imports nothing of ours; a unit test keeps the two equal).
 CREDENTIAL_NAME_PATTERN = (
-    r"(?:^|[_\-.])(?:token|secret|passw(?:or)?d|pass|api[_\-]?key|access[_\-]?key|"
-    r"private[_\-]?key|credentials?|auth|authorization|cookie|session[_\-]?key)(?:$|[_\-.])|[_\-.]key$"
+    r"(?:^|[_\-.])(?:secret|passw(?:or)?d|api[_\-]?key|access[_\-]?key|private[_\-]?key|"
+    r"credentials?|authorization|cookie|session[_\-]?key)(?:$|[_\-.])"
+    r"|(?:^|[_\-.])(?:token|auth|key)$"
 )
 _SECRET = re.compile(CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
 

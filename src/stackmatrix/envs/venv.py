@@ -103,7 +103,7 @@ def _try_reuse(cell: Cell, env_dir: Path, content_hash: str, log_path: Path) -> 
         environment=_environment(cell, env_dir),
         message=f"reused existing environment {env_dir} (unchanged, verified)",
         lock=tuple(lock),
-        findings=tuple(detect_drift(cell, lock)),
+        findings=tuple(detect_drift(cell, lock, preinstalled=_layered(cell))),
         reused=True,
         data={"env_dir": str(env_dir), "timings": {}},
     )
@@ -129,7 +129,7 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
         return _failed("python_missing", f"uv could not create a Python {cell.python} "
                        f"environment:\n{created.tail(8)}", timings)  # fmt: skip
     if cell.inherit:
-        problem = _inherit(base, env_dir, log_path)
+        problem = _inherit(base, cell.python, env_dir, log_path)
         if problem is not None:
             return _failed("inherit_failed", problem, timings)
     compiled: dict[str, tuple[str, str]] = {}
@@ -167,9 +167,14 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
         environment=_environment(cell, env_dir),
         message=f"built {env_dir} ({len(lock)} distributions)",
         lock=tuple(lock),
-        findings=tuple(detect_drift(cell, lock)),
+        findings=tuple(detect_drift(cell, lock, preinstalled=_layered(cell))),
         data={"env_dir": str(env_dir), "timings": timings},
     )
+
+
+def _layered(cell: Cell) -> bool:
+    """What the resolver did not choose: inherited packages, or pins installed as given."""
+    return bool(cell.inherit or cell.no_deps)
 
 
 def _inherited_python(cell: Cell) -> str | None:
@@ -181,7 +186,7 @@ def _inherited_python(cell: Cell) -> str | None:
 _INHERIT_PTH = "_stackmatrix_inherit.pth"
 
 
-def _inherit(base: str, env_dir: Path, log_path: Path) -> str | None:
+def _inherit(base: str, python: str, env_dir: Path, log_path: Path) -> str | None:
     """Let the venv see `base`'s packages behind its own: a .pth naming base's site dirs.
 
     uv's --system-site-packages would add the packages of the *base* interpreter
@@ -189,12 +194,18 @@ def _inherit(base: str, env_dir: Path, log_path: Path) -> str | None:
     torch is in /opt/torch/.venv): a .pth works for both. Directories a .pth adds
     come after the venv's site-packages, so a pin of the cell shadows the image's.
     """
-    code = "import json, site; print(json.dumps(site.getsitepackages()))"
+    code = "import json, site, sys; print(json.dumps([site.getsitepackages(), sys.version]))"
     result = _proc.run([base, "-c", code], log_path=log_path, timeout=60)
     try:
-        dirs = [d for d in json.loads(result.output.strip().splitlines()[-1]) if Path(d).is_dir()]
-    except (ValueError, IndexError):
+        sites, version = json.loads(result.output.strip().splitlines()[-1])
+    except (ValueError, IndexError, TypeError):
         return f"could not read the site-packages of {base}:\n{result.tail(8)}"
+    if not str(version).startswith(python + "."):
+        return (
+            f"inherit = {base!r} is Python {str(version).split()[0]} but the cell says "
+            f"python = {python!r}; make them agree"
+        )
+    dirs = [d for d in sites if Path(d).is_dir()]
     site = sorted((env_dir / "lib").glob("python3*/site-packages"))
     if not site:
         return f"the new environment {env_dir} has no site-packages directory"

@@ -39,7 +39,14 @@ class CellResults:
 
     def data(self, name: str) -> dict[str, Any]:
         result = self.phases.get(name)
-        return result.data if result is not None and result.status is Status.OK else {}
+        if result is None:
+            return {}
+        # An interrupted bench keeps the launches it completed: a user who stops a
+        # long run still wants them (DESIGN.md, the second H200 run).
+        usable = result.status is Status.OK or (
+            name == "bench" and result.status is Status.INTERRUPTED
+        )
+        return result.data if usable else {}
 
     def launches(self, metric: str) -> list[list[float]]:
         """Round values of `metric`, one list per launch that ran to the end."""

@@ -81,7 +81,7 @@ def read_facts(
     the value lists each distinct one, in launch order.
     """
     patterns = [p for p in patterns if engine is None or p.applies_to(engine)]
-    per_log = [_facts_of(path, patterns) for path in logs if path.is_file()]
+    per_log = [_facts_of(path, patterns, engine) for path in logs if path.is_file()]
     facts: dict[str, LogFact] = {}
     for fact in {name for found in per_log for name in found}:
         seen = [found[fact] for found in per_log if fact in found]
@@ -93,7 +93,9 @@ def read_facts(
     return facts
 
 
-def _facts_of(path: Path, patterns: Sequence[LogPattern]) -> dict[str, LogFact]:
+def _facts_of(
+    path: Path, patterns: Sequence[LogPattern], engine: str | None = None
+) -> dict[str, LogFact]:
     found: dict[str, LogFact] = {}
     with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
@@ -107,7 +109,8 @@ def _facts_of(path: Path, patterns: Sequence[LogPattern]) -> dict[str, LogFact]:
             pattern.fact, LogFact(fact=pattern.fact, value=str(pattern.absent), evidence=None)
         )
     for pattern in patterns:
-        if pattern.expected:
+        # expected of a known engine only: a log of unknown origin proves nothing
+        if pattern.expected and engine is not None and engine in pattern.engines:
             found.setdefault(
                 pattern.fact, LogFact(fact=pattern.fact, value=NOT_READ, evidence=None)
             )
