@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackmatrix.compat import _data, coverage, driver, libs, probe, symbols
 from stackmatrix.compat._elffile import ELFError, is_elf
+from stackmatrix.compat.features import feature_findings
 from stackmatrix.compat.importpath import import_path
 from stackmatrix.compat.inventory import Inventory, read_inventory
 from stackmatrix.compat.render import render_text
@@ -620,6 +621,8 @@ def check_environment(
     drv, drv_findings = _driver(cuda, inventory, declared_driver, cell_id)
     findings += drv_findings
     findings += _known_bad(inventory, cell_id)
+    feature_found, data["features"] = feature_findings(inventory, environment.env, cell_id)
+    findings += feature_found
     data["driver"] = drv
     data["import_path"] = [str(p) for p in site]
     data["probe"] = None
