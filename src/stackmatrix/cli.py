@@ -145,6 +145,15 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     cal.add_argument("--launches", type=int, default=5)
     cal.set_defaults(func=cmd_calibrate)
 
+    ex = sub.add_parser("explain", help="measure which difference causes a cell's verdict")
+    ex.add_argument("results", type=Path, help="a results directory with a report")
+    ex.add_argument("--cell", action="append", default=[], help="default: every slower/faster cell")
+    ex.add_argument("--launches", type=int, default=None, help="launches per cell per round")
+    ex.add_argument("--rounds", type=int, default=4, help="at most this many rounds per cell")
+    ex.add_argument("--jobs", type=int, default=2)
+    ex.add_argument("--work-dir", type=Path, default=None)
+    ex.set_defaults(func=cmd_explain)
+
     mg = sub.add_parser("merge", help="merge per-cell results directories into one report")
     mg.add_argument("pieces", type=Path, nargs="+")
     mg.add_argument("--output", type=Path, required=True)
@@ -228,6 +237,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     for cell, phases in summary.statuses.items():
         console.info(f"  {cell:<20} " + "  ".join(f"{k}={v}" for k, v in phases.items()))
     _print_noise(console, summary.run_dir, spec)
+    if spec.report.explain and "report" in opts.phases:
+        from stackmatrix.explain.command import explain_after_run
+
+        explain_after_run(summary.run_dir, work_dir=opts.work_dir, jobs=opts.jobs,
+                          rounds=spec.report.explain_rounds, progress=console.progress)  # fmt: skip
     md = summary.run_dir / "matrix.md"
     if md.exists():
         write_step_summary(md.read_text(encoding="utf-8"))
@@ -245,6 +259,12 @@ def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
     calibration = json.loads(matrix.read_text(encoding="utf-8")).get("calibration")
     for line in noise_note(calibration, spec.bench.launches, spec.report.min_effect):
         console.info(line)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from stackmatrix.explain.command import explain_main
+
+    return explain_main(args, Console().progress)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

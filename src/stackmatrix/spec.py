@@ -34,7 +34,8 @@ from stackmatrix.spec_model import (
     Workload,
 )
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# `~`, `=`, `+` and `,` let explain name derived cells (`cu130~attention_backend=flashinfer`)
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~=+,-]{0,127}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
 _CUDA_RE = re.compile(r"^\d{2}\.\d$")
 _TARGET_RE = re.compile(r"^sm_\d{2,3}[af]?$")
@@ -649,6 +650,11 @@ def _report(raw: Mapping[str, Any], p: Problems) -> ReportPolicy:
         confidence=_or(_float(r, "confidence", "report", p, 0.5, 0.999), d.confidence),
         min_effect=_or(_float(r, "min_effect", "report", p, 0.0, 0.99), d.min_effect),
         fail_on=tuple(fail_on),
+        explain=_check_bool(r.get("explain", d.explain), "report.explain", p),
+        explain_rounds=_check_int(
+            r.get("explain_rounds", d.explain_rounds), "report.explain_rounds", p, minimum=1
+        )
+        or d.explain_rounds,
     )
 
 

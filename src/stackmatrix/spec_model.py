@@ -93,6 +93,8 @@ class ReportPolicy:
     confidence: float = 0.95
     min_effect: float = 0.02  # relative changes smaller than this are "no significant change"
     fail_on: tuple[str, ...] = ()  # "incompatible", "regression", "failed"
+    explain: bool = False  # `run` explains every slower or faster cell (stackmatrix explain)
+    explain_rounds: int = 4  # at most this many measuring rounds per explained cell
 
 
 @dataclass(frozen=True, kw_only=True)

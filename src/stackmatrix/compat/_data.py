@@ -11,7 +11,9 @@ from typing import Any
 from stackmatrix.errors import StackmatrixError
 
 ENV_VAR = "STACKMATRIX_COMPAT_DIR"
-_FILES = ("loaders.toml", "cuda_driver.toml", "known_bad.toml", "features.toml")
+_FILES = (
+    "loaders.toml", "cuda_driver.toml", "known_bad.toml", "features.toml", "switches.toml",
+)  # fmt: skip
 
 
 def data_dir() -> Path:

@@ -69,6 +69,24 @@ class CellResults:
         return sorted(p for p in self.path.glob("server-L*.log") if _regular(p))
 
 
+def read_explanations(run_dir: Path, problems: list[str]) -> tuple[dict[str, Any], ...]:
+    """RUN/explain/<cell>/explanation.json, as `stackmatrix explain` wrote them."""
+    out = []
+    for path in sorted((run_dir / "explain").glob("*/explanation.json")):
+        if not _regular(path):
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            problems.append(f"explanation {path} is unreadable: {exc}")
+            continue
+        if isinstance(data, dict) and isinstance(data.get("sentences"), list):
+            out.append(data)
+        else:
+            problems.append(f"explanation {path} has no sentences")
+    return tuple(out)
+
+
 def _regular(path: Path) -> bool:
     """A file the report may read: a link (to /dev/zero, or outside the results) or a
     FIFO is not read (issue 16)."""

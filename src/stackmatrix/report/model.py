@@ -19,7 +19,7 @@ from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import drift as drift_mod
 from stackmatrix.report.compat_data import compat_dir
 from stackmatrix.report.facts import collect, log_engine
-from stackmatrix.report.load import CellResults, RunResults, read_requests
+from stackmatrix.report.load import CellResults, RunResults, read_explanations, read_requests
 from stackmatrix.report.logfacts import LogPattern, load_patterns, read_facts, unread
 from stackmatrix.report.stats import (
     Calibration,
@@ -212,6 +212,8 @@ class MatrixReport:
     sample_unit: str  # "launch" when every comparison used launches, else "round"
     stackmatrix_version: str = __version__
     history: dict[str, HistoryNote] = field(default_factory=dict)
+    # RUN/explain/<cell>/explanation.json of `stackmatrix explain`, one per explained cell
+    explanations: tuple[dict[str, Any], ...] = ()
 
     def cell(self, cell_id: str) -> CellReport:
         return next(c for c in self.cells if c.id == cell_id)
@@ -242,7 +244,7 @@ class MatrixReport:
             ),
             "cells": [c.to_dict() for c in self.cells],
             "spec": self.spec_text,
-        }
+        } | ({"explanations": list(self.explanations)} if self.explanations else {})
 
 
 def thresholds_from(run: dict[str, Any]) -> tuple[str, Thresholds, tuple[str, ...]]:
@@ -302,6 +304,7 @@ def build_model(
         notes=tuple(notes),
         calibration=_calibration(results, headline, thresholds),
         sample_unit=_unit(cells),
+        explanations=read_explanations(results.path, notes),
     )
 
 

@@ -78,6 +78,7 @@ def render(report: MatrixReport) -> str:
         _compat(report),
         _performance(report),
         _drift_sections(report),
+        _explanations(report),
         _verdicts(report),
         _distributions(report),
         _details(report),
@@ -278,6 +279,16 @@ def _drift_sections(report: MatrixReport) -> str:
             f"{_e(report.baseline)}, most consequential first</h3>{table}</div>"
         )
     return "".join(out)
+
+
+def _explanations(report: MatrixReport) -> str:
+    blocks = []
+    for ex in report.explanations:
+        items = [*(ex.get("sentences") or []), *(ex.get("notes") or [])]
+        items += [f"cannot be isolated: {c.get('why')}" for c in ex.get("cannot_isolate") or []]
+        lis = "".join(f"<li>{_e(x)}</li>" for x in items)
+        blocks.append(f"<h3>{_e(ex.get('cell'))}: {_e(ex.get('status'))}</h3><ul>{lis}</ul>")
+    return "<h2>Explanation</h2>" + "".join(blocks) if blocks else ""
 
 
 def _diff_rows(diffs: Sequence[Difference], *, numbered: bool) -> list[list[str]]:

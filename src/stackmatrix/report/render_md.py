@@ -26,6 +26,7 @@ PHASE_KINDS = {
 def render(report: MatrixReport, *, details: bool = True) -> str:
     """The whole report; `details=False` gives the job-summary version."""
     parts = [_title(report), _compat_table(report), _perf_table(report), _drift_sections(report)]
+    parts.append(_explanations(report))
     parts.append(_verdicts(report))
     if details:
         parts.append(_details(report))
@@ -166,6 +167,28 @@ def _calibration_line(report: MatrixReport) -> str:
         f"{cal.per_launch_sd:.1%}{within}. Smallest change found {cal.power:.0%} of the time: "
         f"{found} launches per cell."
     )
+
+
+def _explanations(report: MatrixReport) -> str:
+    """What `stackmatrix explain` measured, in its own words, per explained cell."""
+    blocks = []
+    for ex in report.explanations:
+        lines = [f"- {_md_text(x)}" for x in ex.get("sentences") or []]
+        lines += [
+            f"- cannot be isolated: {_md_text(c.get('why'))}"
+            for c in ex.get("cannot_isolate") or []
+        ]
+        lines += [f"- {_md_text(n)}" for n in ex.get("notes") or []]
+        cells, launches = ex.get("revert_cells", 0), ex.get("launches", 0)
+        lines.append(f"- cost: {cells} revert cell(s), {launches} measured launch(es)")
+        blocks.append(
+            f"#### {_md_text(ex.get('cell'))}: {_md_text(ex.get('status'))}\n\n" + "\n".join(lines)
+        )
+    return "### Explanation\n\n" + "\n\n".join(blocks) if blocks else ""
+
+
+def _md_text(value: object) -> str:
+    return str(value).replace("<", "&lt;").replace("\n", " ")
 
 
 def _drift_sections(report: MatrixReport) -> str:

@@ -1,0 +1,76 @@
+"""`stackmatrix explain RUN --cell ID` and `[report] explain = true` after `run`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from stackmatrix.errors import ResultsError
+from stackmatrix.explain.runner import RoundRunner, explain_cell
+from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
+from stackmatrix.spec import load_spec
+
+Progress = Callable[[str, str, str], None]
+
+
+def round_runner(work_dir: Path, jobs: int, progress: Progress) -> RoundRunner:
+    """Each round is an ordinary run of its derived spec (resumable like any run)."""
+
+    def run_round(spec_path: Path, output: Path) -> None:
+        spec = load_spec(spec_path)
+        opts = RunOptions(spec=spec, output=output, reports_dir=output.parent,
+                          work_dir=work_dir, jobs=jobs, resume=True)  # fmt: skip
+        run_pipeline(opts, progress)
+
+    return run_round
+
+
+def explain_main(args: argparse.Namespace, progress: Progress) -> int:
+    runner = round_runner(args.work_dir or default_work_dir(), args.jobs, progress)
+    cells = list(args.cell) or explainable_cells(args.results)
+    if not cells:
+        print(f"{args.results}: no cell is slower or faster than the baseline; nothing to explain")
+        return 0
+    for cell in cells:
+        path = explain_cell(args.results, cell, run_round=runner, launches=args.launches,
+                            max_rounds=args.rounds)  # fmt: skip
+        for line in json.loads(path.read_text(encoding="utf-8"))["sentences"]:
+            print(line)
+    _rerender(args.results)
+    return 0
+
+
+def explainable_cells(run_dir: Path) -> list[str]:
+    """The cells whose verdict is slower or faster, from the run's matrix.json."""
+    matrix = run_dir / "matrix.json"
+    try:
+        data = json.loads(matrix.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"cannot read {matrix} (run `stackmatrix report` first): {exc}") from exc
+    cells = data.get("cells") if isinstance(data, dict) else None
+    return [
+        str(c["id"])
+        for c in cells or []
+        if isinstance(c, dict) and c.get("verdict") in ("slower", "faster")
+    ]
+
+
+def explain_after_run(run_dir: Path, *, work_dir: Path, jobs: int, rounds: int,
+                      progress: Progress, cells: Sequence[str] = ()) -> list[Path]:  # fmt: skip
+    """`[report] explain = true`: explain every slower or faster cell, then re-render."""
+    runner = round_runner(work_dir, jobs, progress)
+    done = [
+        explain_cell(run_dir, cell, run_round=runner, max_rounds=rounds)
+        for cell in (cells or explainable_cells(run_dir))
+    ]
+    if done:
+        _rerender(run_dir)
+    return done
+
+
+def _rerender(run_dir: Path) -> None:
+    from stackmatrix.report import build_report
+
+    build_report(run_dir)

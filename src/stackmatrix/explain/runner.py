@@ -1,0 +1,259 @@
+"""Explain one cell of a finished run: derive the reverts, measure them in rounds, write
+RUN/explain/<cell>/explanation.json.
+
+Each round is an ordinary run of a derived spec (the baseline, the candidate and one
+cell per reverted group, every cell fully defined) into RUN/explain/<cell>/round-<k>/:
+build, check and bench as for any cell, new launches of the baseline and the candidate
+interleaved with the reverts so that drift over time cancels out, and resumable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import _atomic
+from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.explain import _toml
+from stackmatrix.explain.derive import Change, Derived, derive
+from stackmatrix.explain.search import RoundData, SearchResult, search
+from stackmatrix.explain.text import sentences
+from stackmatrix.report.load import RunResults, load_run
+from stackmatrix.report.model import build_model
+from stackmatrix.report.stats import Thresholds
+
+log = logging.getLogger(__name__)
+SCHEMA_VERSION = 1
+EXPLANATION_FILE = "explanation.json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._~=+,-]+")
+_LOCAL_KEYS = ("find_links", "extra_index_urls", "ca_certs")
+
+# (spec path, output dir) -> runs that round; the CLI passes the pipeline
+RoundRunner = Callable[[Path, Path], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    run_dir: Path
+    cell: str
+    baseline: str
+    metric: str
+    thresholds: Thresholds
+    raw_spec: dict[str, Any]
+    spec_dir: Path
+    definitions: dict[str, dict[str, Any]]
+    launches: int | None
+
+
+def explain_cell(
+    run_dir: Path,
+    cell: str,
+    *,
+    run_round: RoundRunner,
+    launches: int | None = None,
+    max_rounds: int = 4,
+) -> Path:
+    """Explain `cell` against the run's baseline; returns the explanation file."""
+    results = load_run(run_dir)
+    model = build_model(results)
+    ctx = _context(results, cell, launches, model.thresholds, model.headline)
+    report = model.cell(cell)
+    if report.drift is None:
+        raise UsageError(f"cell {cell!r} has no comparison with the baseline to explain")
+    engine = _engine(results, cell)
+    derived = derive(report.drift.intended, report.drift.unintended, engine=engine,
+                     baseline_def=ctx.definitions[ctx.baseline],
+                     cell_def=ctx.definitions[cell])  # fmt: skip
+    out = run_dir / "explain" / cell
+    out.mkdir(parents=True, exist_ok=True)
+    rounds: list[dict[str, Any]] = []
+
+    def measure(groups: list[tuple[Change, ...]]) -> RoundData:
+        return _round(ctx, out, len(rounds) + 1, groups, rounds, run_round)
+
+    result = search(list(derived.changes), measure, metric=ctx.metric,
+                    thresholds=ctx.thresholds, max_rounds=max_rounds)  # fmt: skip
+    path = out / EXPLANATION_FILE
+    _atomic.write_json(path, _explanation(ctx, derived, result, rounds))
+    return path
+
+
+def _context(
+    results: RunResults, cell: str, launches: int | None, th: Thresholds, metric: str
+) -> Context:
+    if results.cell(cell) is None:
+        known = ", ".join(c.id for c in results.cells)
+        raise UsageError(f"no cell {cell!r} in {results.path} (cells: {known})")
+    if cell == results.baseline:
+        raise UsageError(f"{cell!r} is the baseline: explain a cell that differs from it")
+    spec_file = results.path / "spec.toml"
+    try:
+        raw = tomllib.loads(spec_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ResultsError(f"cannot read {spec_file}: {exc}") from exc
+    original = Path(str(results.run.get("spec_path") or ""))
+    spec_dir = original.resolve().parent if original.is_file() else results.path
+    definitions = {c.id: dict(c.definition) for c in results.cells if c.definition}
+    for needed in (cell, results.baseline):
+        if needed not in definitions:
+            raise ResultsError(f"plan.json of {results.path} has no definition of {needed!r}")
+    return Context(run_dir=results.path, cell=cell, baseline=results.baseline, metric=metric,
+                   thresholds=th, raw_spec=raw, spec_dir=spec_dir, definitions=definitions,
+                   launches=launches)  # fmt: skip
+
+
+def _engine(results: RunResults, cell: str) -> str:
+    found = results.cell(cell)
+    engine = found.data("bench").get("engine") if found is not None else None
+    return str(engine or "")
+
+
+# --- one round -----------------------------------------------------------------------
+
+
+def _round(
+    ctx: Context,
+    out: Path,
+    k: int,
+    groups: list[tuple[Change, ...]],
+    rounds: list[dict[str, Any]],
+    run_round: RoundRunner,
+) -> RoundData:
+    ids = [_group_id(ctx.cell, k, i, g) for i, g in enumerate(groups)]
+    spec_path = out / f"round-{k}.toml"
+    spec_path.write_text(_toml.dumps(_derived_spec(ctx, k, groups, ids)), encoding="utf-8")
+    round_dir = out / f"round-{k}"
+    log.info("explain %s: round %d, %d revert cell(s)", ctx.cell, k, len(groups))
+    run_round(spec_path, round_dir)
+    results = load_run(round_dir)
+
+    def launches(cid: str) -> list[list[float]]:
+        found = results.cell(cid)
+        return found.launches(ctx.metric) if found is not None else []
+
+    cells = {cid: [c.to_dict() for c in g] for cid, g in zip(ids, groups, strict=True)}
+    measured = sum(len(launches(c)) for c in [ctx.baseline, ctx.cell, *ids])
+    rounds.append({"round": k, "dir": round_dir.name, "cells": cells, "launches": measured})
+    return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
+                     groups=[launches(cid) for cid in ids])  # fmt: skip
+
+
+def _group_id(cell: str, k: int, i: int, group: Sequence[Change]) -> str:
+    if len(group) == 1:
+        change = group[0]
+        name = f"{cell}~{change.slug}={change.to_value}"
+    else:
+        name = f"{cell}~revert-r{k}{'abcdefgh'[i % 8]}-{len(group)}"
+    return _UNSAFE.sub("_", name)[:128]
+
+
+def _derived_spec(
+    ctx: Context, k: int, groups: Sequence[tuple[Change, ...]], ids: Sequence[str]
+) -> dict[str, Any]:
+    raw = ctx.raw_spec
+    base, cand = ctx.definitions[ctx.baseline], ctx.definitions[ctx.cell]
+    cells = [_cell_table(ctx, base), _cell_table(ctx, cand)]
+    for cid, group in zip(ids, groups, strict=True):
+        cells.append(_cell_table(ctx, _reverted(cand, group), cid))
+    bench = _bench(ctx, dict(raw.get("bench") or {}))
+    report = {k2: v for k2, v in (raw.get("report") or {}).items()
+              if k2 in ("headline", "confidence", "min_effect")}  # fmt: skip
+    spec: dict[str, Any] = {
+        "name": f"{raw.get('name', 'run')}-explain",
+        "description": f"stackmatrix explain {ctx.cell}: round {k}",
+        "baseline": ctx.baseline,
+        "targets": list(raw.get("targets") or []),
+        "order": "interleaved",
+        "cell": cells,
+        "bench": bench,
+        "report": report,
+    }
+    if raw.get("driver"):
+        spec["driver"] = raw["driver"]
+    return spec
+
+
+def _reverted(cand: Mapping[str, Any], group: Sequence[Change]) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(json.dumps(dict(cand)))  # a deep copy
+    for change in group:
+        if change.server_args is not None:
+            out["server_args"] = list(change.server_args)
+        out["server_args"] = [*out.get("server_args", []), *change.args]
+        out["env"] = {**out.get("env", {}), **dict(change.env)}
+        out["pins"] = _replace_pins(out.get("pins", []), change.pins)
+    return out
+
+
+def _replace_pins(pins: Sequence[str], new: Sequence[str]) -> list[str]:
+    from stackmatrix.explain.derive import pin_names
+
+    names = pin_names(new)
+    return [p for p in pins if pin_names([p]) & names == set()] + list(new)
+
+
+def _cell_table(
+    ctx: Context, definition: Mapping[str, Any], cell_id: str | None = None
+) -> dict[str, Any]:
+    table = {k: v for k, v in definition.items()
+             if k not in ("axes",) and v is not None and v != [] and v != {}}  # fmt: skip
+    if cell_id is not None:
+        table["id"] = cell_id
+    for key in _LOCAL_KEYS:
+        if key in table:
+            table[key] = [_absolute(ctx, v) for v in table[key]]
+    if table.get("index_url"):
+        table["index_url"] = _absolute(ctx, table["index_url"])
+    return table
+
+
+def _absolute(ctx: Context, value: str) -> str:
+    """A path relative to the original spec, made absolute for the derived spec."""
+    if value.startswith(("./", "../")):
+        return str((ctx.spec_dir / value).resolve())
+    return value
+
+
+def _bench(ctx: Context, bench: dict[str, Any]) -> dict[str, Any]:
+    if ctx.launches is not None:
+        bench["launches"] = ctx.launches
+    model = bench.get("model")
+    if isinstance(model, str) and not Path(model).is_absolute():
+        candidate = ctx.spec_dir / model
+        if candidate.exists():
+            bench["model"] = str(candidate.resolve())
+    return bench
+
+
+# --- the explanation file ------------------------------------------------------------
+
+
+def _explanation(
+    ctx: Context, derived: Derived, result: SearchResult[Change], rounds: list[dict[str, Any]]
+) -> dict[str, Any]:
+    def describe(c: Change) -> dict[str, Any]:
+        return c.to_dict()
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "cell": ctx.cell,
+        "baseline": ctx.baseline,
+        "metric": ctx.metric,
+        "status": result.status,
+        "gap": result.gap.to_dict() if result.gap else None,
+        "cause": result.cause.to_dict(describe) if result.cause else None,
+        "rounds": [
+            {**meta, "effects": [e.to_dict(describe) for e in effects]}
+            for meta, effects in zip(rounds, result.rounds, strict=True)
+        ],
+        "cannot_isolate": [{"key": k, "why": why} for k, why in derived.cannot],
+        "notes": list(derived.notes),
+        "revert_cells": sum(len(r["cells"]) for r in rounds),
+        "launches": sum(int(r["launches"]) for r in rounds),
+        "sentences": sentences(ctx.cell, ctx.baseline, result),
+    }

@@ -1,0 +1,145 @@
+"""Which reverted group recovers the gap: halving, so n differences cost ~log2(n) rounds.
+
+A round measures, next to new launches of the baseline and the candidate, one cell per
+group (the candidate with that group's differences taken back to the baseline). The
+group that recovers the change is split again until one difference (or an inseparable
+group) is left. Decisions use the report's own statistics (stats.compare).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from stackmatrix.report.stats import Comparison, Thresholds, Verdict, compare
+
+T = TypeVar("T")
+Launches = list[list[float]]
+
+
+class Outcome(enum.StrEnum):
+    EXPLAINS = "explains"  # with it reverted, the candidate is no different from the baseline
+    PARTIAL = "partial"  # it moves the candidate, but a difference remains
+    NO_EFFECT = "no effect"  # reverting it changes nothing measurable
+    UNDECIDED = "undecided"  # too noisy to say, or not measured
+
+
+@dataclass(frozen=True, kw_only=True)
+class Effect(Generic[T]):
+    group: tuple[T, ...]
+    outcome: Outcome
+    vs_baseline: Comparison | None
+    vs_candidate: Comparison | None
+    recovered: float | None  # share of the candidate's gap this revert recovers
+
+    def to_dict(self, describe: Callable[[T], Any]) -> dict[str, Any]:
+        return {
+            "group": [describe(g) for g in self.group],
+            "outcome": self.outcome.value,
+            "vs_baseline": self.vs_baseline.to_dict() if self.vs_baseline else None,
+            "vs_candidate": self.vs_candidate.to_dict() if self.vs_candidate else None,
+            "recovered": self.recovered,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundData:
+    baseline: Launches
+    candidate: Launches
+    groups: list[Launches]  # one per group, in the order asked
+
+
+@dataclass(kw_only=True)
+class SearchResult(Generic[T]):
+    gap: Comparison | None = None  # the candidate against the baseline (last round)
+    rounds: list[list[Effect[T]]] = field(default_factory=list)
+    cause: Effect[T] | None = None
+    status: str = ""  # "explained", "partly explained", "not explained: ...", ...
+
+
+def classify(
+    group: tuple[T, ...], data: Launches, rd: RoundData, metric: str, th: Thresholds
+) -> Effect[T]:
+    if not any(data):
+        return Effect(group=group, outcome=Outcome.UNDECIDED, vs_baseline=None,
+                      vs_candidate=None, recovered=None)  # fmt: skip
+    vs_base = compare(data, rd.baseline, metric=metric, thresholds=th)
+    vs_cand = compare(data, rd.candidate, metric=metric, thresholds=th)
+    gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=th)
+    recovered = None
+    if gap.ratio is not None and vs_base.ratio is not None and abs(gap.ratio - 1) > 1e-12:
+        recovered = (vs_base.ratio - gap.ratio) / (1 - gap.ratio)
+    moved = vs_cand.verdict in (Verdict.FASTER, Verdict.SLOWER)
+    same_as_base = vs_base.verdict is Verdict.NO_CHANGE
+    if moved and same_as_base:
+        outcome = Outcome.EXPLAINS
+    elif moved:
+        outcome = Outcome.PARTIAL
+    elif vs_cand.verdict is Verdict.NO_CHANGE:
+        outcome = Outcome.NO_EFFECT
+    else:
+        outcome = Outcome.UNDECIDED
+    return Effect(group=group, outcome=outcome, vs_baseline=vs_base, vs_candidate=vs_cand,
+                  recovered=recovered)  # fmt: skip
+
+
+def split(items: Sequence[T]) -> list[tuple[T, ...]]:
+    """Singles for one or two items; else two halves (the first the larger)."""
+    if len(items) <= 2:
+        return [(x,) for x in items]
+    mid = (len(items) + 1) // 2
+    return [tuple(items[:mid]), tuple(items[mid:])]
+
+
+def search(
+    items: Sequence[T],
+    measure: Callable[[list[tuple[T, ...]]], RoundData],
+    *,
+    metric: str,
+    thresholds: Thresholds,
+    max_rounds: int = 8,
+) -> SearchResult[T]:
+    """Halve the set of differences until the one that recovers the gap is alone."""
+    result: SearchResult[T] = SearchResult()
+    current = list(items)
+    if not current:
+        result.status = "not explained: no difference can be reverted"
+        return result
+    for _ in range(max_rounds):
+        groups = split(current)
+        rd = measure(groups)
+        result.gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=thresholds)
+        pairs = zip(groups, rd.groups, strict=True)
+        effects = [classify(g, d, rd, metric, thresholds) for g, d in pairs]
+        result.rounds.append(effects)
+        best = _best(effects)
+        if best is None:
+            result.status = _none_recovers(effects)
+            return result
+        if len(best.group) == 1:
+            result.cause = best
+            result.status = "explained" if best.outcome is Outcome.EXPLAINS else "partly explained"
+            return result
+        current = list(best.group)
+    result.status = f"not explained within {max_rounds} rounds"
+    return result
+
+
+def _best(effects: Sequence[Effect[T]]) -> Effect[T] | None:
+    moving = [e for e in effects if e.outcome in (Outcome.EXPLAINS, Outcome.PARTIAL)]
+    if not moving:
+        return None
+    return max(moving, key=lambda e: (e.outcome is Outcome.EXPLAINS, e.recovered or 0.0))
+
+
+def _none_recovers(effects: Sequence[Effect[T]]) -> str:
+    if any(e.outcome is Outcome.UNDECIDED for e in effects):
+        return "not explained: too much noise to decide (see the launches each revert needs)"
+    if len(effects) > 1:
+        return (
+            "not explained: no group recovers the change alone (an interaction of "
+            "differences in different groups, or a cause outside the known differences)"
+        )
+    return "not explained: reverting it has no measurable effect"

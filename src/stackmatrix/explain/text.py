@@ -1,0 +1,57 @@
+"""The explanation in plain words, with intervals (for matrix.md, matrix.json, CI)."""
+
+from __future__ import annotations
+
+from stackmatrix.explain.derive import Change
+from stackmatrix.explain.search import Effect, Outcome, SearchResult
+from stackmatrix.report._fmt import ratio_text
+
+
+def sentences(cell: str, baseline: str, result: SearchResult[Change]) -> list[str]:
+    out = []
+    gap = ratio_text(result.gap) if result.gap else "—"
+    cause = result.cause
+    if cause is not None:
+        out.append(_cause_sentence(cell, baseline, gap, cause))
+    else:
+        out.append(f"{cell}'s {gap} against {baseline} is {result.status}.")
+    for effects in result.rounds:
+        for effect in effects:
+            if effect is cause:
+                continue
+            out.append(_effect_sentence(effect))
+    rounds = len(result.rounds)
+    cells = sum(len(r) for r in result.rounds)
+    out.append(f"It took {rounds} round(s) and {cells} revert cell(s).")
+    return out
+
+
+def _names(effect: Effect[Change]) -> str:
+    return "; ".join(c.label for c in effect.group)
+
+
+def _cause_sentence(cell: str, baseline: str, gap: str, cause: Effect[Change]) -> str:
+    vs_base = ratio_text(cause.vs_baseline)
+    share = f"{cause.recovered:.0%}" if cause.recovered is not None else "part"
+    if cause.outcome is Outcome.EXPLAINS:
+        return (
+            f"{cell}'s {gap} against {baseline} is explained by {_names(cause)}: with it "
+            f"taken back, {cell} is no different from {baseline} ({vs_base}; {share} of "
+            "the gap recovered)."
+        )
+    return (
+        f"{cell}'s {gap} against {baseline} is partly explained by {_names(cause)}: with "
+        f"it taken back, {share} of the gap is recovered and {cell} still differs from "
+        f"{baseline} ({vs_base})."
+    )
+
+
+def _effect_sentence(effect: Effect[Change]) -> str:
+    moved = ratio_text(effect.vs_candidate)
+    match effect.outcome:
+        case Outcome.NO_EFFECT:
+            return f"{_names(effect)}: no measurable effect ({moved} against the candidate)."
+        case Outcome.UNDECIDED:
+            return f"{_names(effect)}: undecided, too noisy ({moved})."
+        case _:
+            return f"{_names(effect)}: moves it {moved} ({effect.outcome.value})."

@@ -1,0 +1,1 @@
+"""Stands in for transformers in the explain test: only `transformers.cli.transformers`."""

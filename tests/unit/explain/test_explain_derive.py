@@ -1,0 +1,49 @@
+"""Which differences of the seed's story can be taken back, and how (issue 15)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stackmatrix.explain.derive import derive
+from stackmatrix.report.load import load_run
+from stackmatrix.report.model import build_model
+from stackmatrix.report.synthetic import story_cells, write_run
+
+
+def test_the_story_s_differences_become_reverts(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    results = load_run(run)
+    cell = build_model(results).cell("cu130")
+    assert cell.drift is not None
+    base, cand = results.cell("cu128"), results.cell("cu130")
+    assert base is not None and cand is not None
+    derived = derive(cell.drift.intended, cell.drift.unintended, engine="sglang",
+                     baseline_def=base.definition, cell_def=cand.definition)  # fmt: skip
+    by_key = {c.key: c for c in derived.changes}
+    # the resolved attention backend goes back through its flag
+    attention = by_key["server:attention_backend"]
+    assert attention.args == ("--attention-backend", "flashinfer")
+    assert attention.to_value == "flashinfer"
+    # DeepGEMM, a log fact, through the switch kept as data in compat/switches.toml
+    assert dict(by_key["log:deepgemm"].env)["SGL_ENABLE_JIT_DEEPGEMM"] == "0"
+    # an intended pin goes back to the baseline's pin
+    assert by_key["package:flashinfer-python"].pins == ("flashinfer-python==0.6.3",)
+    # NCCL moved with the CUDA major (cu12 -> cu13 builds): not revertible alone
+    cannot = dict(derived.cannot)
+    assert "follows the CUDA major" in cannot["package:nvidia-nccl"]
+    assert cannot["probe:nccl"].startswith("no switch known")
+
+
+def test_inseparable_pins_are_reverted_together() -> None:
+    from stackmatrix.explain.derive import Change, _group_inseparable
+
+    torch = Change(key="package:torch", label="torch 2.11 -> 2.9.1", pins=("torch==2.9.1",))
+    kernel = Change(key="package:sgl-kernel", label="sgl-kernel", pins=("sgl-kernel==0.3.21",))
+    other = Change(key="env:X", label="X 1 -> 0", env=(("X", "0"),))
+    grouped, notes = _group_inseparable([torch, kernel, other])
+    assert other in grouped and len(grouped) == 2
+    group = next(c for c in grouped if c.members)
+    assert set(group.members) == {"package:torch", "package:sgl-kernel"}
+    assert set(group.pins) == {"torch==2.9.1", "sgl-kernel==0.3.21"}
+    assert "cannot be reverted without torch" in notes[0]
