@@ -8,6 +8,8 @@
 #   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]    wait up to WAIT_S more
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log.
 # Results live in /tmp/<name> on the machine; an interrupted run resumes with `start`.
+# The device replaces the checkout between calls (a running server once lost its model
+# directory that way), so `start` runs everything from a copy in /tmp/sm-gpu.
 set -euo pipefail
 out=${OUT:?set OUT}
 mode=${1:?usage: gpu-sglang.sh start|wait [SPEC]}
@@ -19,6 +21,12 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}  # flashinfer JIT
 t0=$(date +%s)
 if [ "$mode" = start ]; then
+    mkdir -p /tmp/sm-gpu
+    tar --exclude=./.kit --exclude=./.nox --exclude=./.git -cf - . | tar -C /tmp/sm-gpu -xf -
+    mkdir -p /tmp/sm-gpu/.kit
+    cp -r .kit/. /tmp/sm-gpu/.kit/
+    cd /tmp/sm-gpu
+    export PYTHONPATH=$PWD/src
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
     if [ ! -d .kit/wheels-0.5.14 ]; then
         mkdir -p /tmp/kit-site

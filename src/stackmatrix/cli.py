@@ -11,7 +11,7 @@ from pathlib import Path
 
 from stackmatrix import __version__
 from stackmatrix._console import Console, write_step_summary
-from stackmatrix.errors import PolicyFailure, StackmatrixError, UsageError
+from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
 from stackmatrix.pipeline import ALL_PHASES, RunOptions, default_work_dir, run_pipeline
 from stackmatrix.plan import describe_difference, github_matrix, make_plan
 from stackmatrix.spec import load_spec
@@ -306,6 +306,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         )
     else:
         print(render_text(outcome))
+    if outcome.verdict == "nothing-judged":
+        reasons = [f.message for f in outcome.findings if f.code != "SM-NOTHING-JUDGED"]
+        raise NothingJudged(
+            f"nothing judged in {args.path}" + (": " + "; ".join(reasons) if reasons else "")
+        )
     return 0
 
 

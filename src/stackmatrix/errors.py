@@ -50,3 +50,10 @@ class PolicyFailure(StackmatrixError):
     """The report's --fail-on policy matched (incompatible cell, regression...)."""
 
     exit_code = 5
+
+
+class NothingJudged(StackmatrixError):
+    """`inspect` found no readable extension and no package in its path (a FIFO, a
+    device, a zip that is not a wheel, a file that is not ELF): no verdict to give."""
+
+    exit_code = 6

@@ -9,12 +9,14 @@ not a read of the file. Standard library only (struct, mmap).
 from __future__ import annotations
 
 import enum
+import functools
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import ParamSpec, TypeVar
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -85,6 +87,25 @@ class VersionNeeds:
     by_file: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _corrupt_is_elferror(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Crafted offsets, counts and links in a table (issue 16, defect 13) are an
+    ELFError naming the file, never an IndexError or OverflowError of this reader."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except (struct.error, IndexError, OverflowError) as exc:
+            path = getattr(args[0], "path", "?")
+            raise ELFError(f"{path}: corrupt ELF tables ({type(exc).__name__}: {exc})") from exc
+
+    return wrapper
+
+
 _BINDINGS = {0: Binding.LOCAL, 1: Binding.GLOBAL, 2: Binding.WEAK, 10: Binding.GLOBAL}
 
 
@@ -102,7 +123,7 @@ class ELFFile:
         try:
             self._parse_header()
             self.sections = self._read_sections()
-        except (struct.error, IndexError) as exc:
+        except (struct.error, IndexError, OverflowError) as exc:
             self.close()
             raise ELFError(f"{path}: truncated or corrupt ELF headers") from exc
         except ELFError:
@@ -169,12 +190,17 @@ class ELFFile:
     def _read_sections(self) -> list[tuple[int, int, int, int, int, int, int]]:
         if self._shoff == 0:
             return []
+        if self._shentsize < (64 if self.is64 else 40):
+            # a crafted size of 0 would read one header forever (issue 16, defect 13)
+            raise ELFError(f"{self.path}: section header size {self._shentsize} is too small")
         shnum, shstrndx = self._shnum, self._shstrndx
         if shnum == 0 or shstrndx == 0xFFFF:
             # More than 0xff00 sections: the real values live in section 0 (ELF gABI).
             first = self._section_header(0)
             shnum = shnum or first[3]
             shstrndx = first[4] if shstrndx == 0xFFFF else shstrndx
+        if self._shoff + shnum * self._shentsize > len(self._mm):
+            raise ELFError(f"{self.path}: {shnum} section headers run past the end of the file")
         self._shstrndx = shstrndx
         return [self._section_header(i) for i in range(shnum)]
 
@@ -201,12 +227,14 @@ class ELFFile:
         for name, typ, offset, size, *_ in self.sections:
             yield SectionInfo(name=self._cstr(names, name), type=typ, offset=offset, size=size)
 
+    @_corrupt_is_elferror
     def section(self, name: str) -> SectionInfo | None:
         for sec in self.iter_sections():
             if sec.name == name:
                 return sec
         return None
 
+    @_corrupt_is_elferror
     def section_data(self, name: str) -> memoryview | None:
         """A zero-copy view of a section's bytes (valid while the file is open)."""
         sec = self.section(name)
@@ -227,6 +255,7 @@ class ELFFile:
         return None
 
     # --- .dynamic ----------------------------------------------------------------
+    @_corrupt_is_elferror
     def dynamic(self) -> DynamicInfo:
         index = self._first_of_type(SHT_DYNAMIC)
         if index is None:
@@ -278,6 +307,7 @@ class ELFFile:
             pos += nxt
         return out
 
+    @_corrupt_is_elferror
     def version_needs(self) -> VersionNeeds:
         grouped: dict[str, list[str]] = {}
         for name, soname in self._version_need_index().values():
@@ -302,6 +332,7 @@ class ELFFile:
             pos += nxt
         return out
 
+    @_corrupt_is_elferror
     def version_defs(self) -> tuple[str, ...]:
         """Version names this object defines (e.g. GLIBC_2.34), without its own soname entry."""
         defs = self._version_def_index()
@@ -326,6 +357,7 @@ class ELFFile:
         offset = self.sections[index][2]
         return struct.unpack_from(f"{self.endian}{count}H", self._mm, offset)
 
+    @_corrupt_is_elferror
     def dynamic_symbols(self) -> list[DynSymbol]:
         """Every dynamic symbol except the null entry and local ones."""
         raw = self._dynsym_raw()
@@ -363,6 +395,7 @@ class ELFFile:
             )
         return out
 
+    @_corrupt_is_elferror
     def defined_symbol_names(self) -> set[str]:
         """Names of exported (defined, non-local) dynamic symbols: the fast path for providers."""
         raw = self._dynsym_raw()

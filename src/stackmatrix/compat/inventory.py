@@ -116,14 +116,17 @@ def _record_files(info: Path) -> tuple[str, ...]:
     if not record.is_file():
         return ()
     with record.open(encoding="utf-8", errors="replace", newline="") as fh:
-        return tuple(row[0] for row in csv.reader(fh) if row)
+        try:
+            return tuple(row[0] for row in csv.reader(fh) if row)
+        except csv.Error:  # a field over csv's size limit: no usable RECORD
+            return ()
 
 
 def _needed_sonames(sp: Path, files: Iterable[str]) -> tuple[str, ...]:
     out: set[str] = set()
     for rel in files:
-        if not (rel.endswith(".so") or ".so." in rel):
-            continue
+        if not (rel.endswith(".so") or ".so." in rel) or not (sp / rel).is_file():
+            continue  # a FIFO or device named in RECORD would block or never end
         try:
             with ELFFile(sp / rel) as elf:
                 out.update(elf.dynamic().needed)

@@ -12,6 +12,7 @@ import logging
 import re
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,9 @@ from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)
 
-Verdict = Literal["compatible", "warnings", "incompatible"]
+# "nothing-judged": only `inspect`, for a path holding no readable extension and no
+# package (a FIFO, /dev/zero, a zip that is not a wheel; issue 16, defect 16)
+Verdict = Literal["compatible", "warnings", "incompatible", "nothing-judged"]
 __all__ = ["CheckOutcome", "check_environment", "inspect_path", "render_text"]
 
 # libraries that wheels of the stack provide (torch, nvidia-*, their vendored copies);
@@ -655,15 +658,7 @@ def _static_check(
         try:
             r = _analyse(sp, path, ctx, index, inventory, resolve=resolve)
         except (OSError, ELFError, ValueError) as exc:
-            findings.append(
-                Finding(
-                    code="SM-ELF-UNREADABLE",
-                    severity=Severity.WARN,
-                    cell=cell_id,
-                    subject=str(path),
-                    message=f"cannot read {path}: {exc}",
-                )
-            )
+            findings.append(_unreadable(path, exc, cell_id))
             continue
         results.append(r)
         if resolve:
@@ -684,6 +679,16 @@ def _static_check(
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
 
 
+def _unreadable(path: Path, exc: Exception, cell: str | None) -> Finding:
+    return Finding(
+        code="SM-ELF-UNREADABLE",
+        severity=Severity.WARN,
+        cell=cell,
+        subject=str(path),
+        message=f"cannot read {path}: {exc}",
+    )
+
+
 def _coverage_data(cov: _Coverage) -> dict[str, Any]:
     return {
         "coverage": cov.per_target,
@@ -694,43 +699,82 @@ def _coverage_data(cov: _Coverage) -> dict[str, Any]:
 
 
 def inspect_path(path: Path, *, targets: Sequence[str]) -> CheckOutcome:
-    """`stackmatrix inspect PATH`: a wheel, a .so, a directory or a venv, checked statically."""
-    if path.suffix == ".whl":
-        with tempfile.TemporaryDirectory(prefix="stackmatrix-whl-") as tmp:
-            _extract_wheel(path, Path(tmp))
-            return _finish(_inspect_dir(Path(tmp), targets, resolve=False), path)
-    if path.is_file():
-        with tempfile.TemporaryDirectory(prefix="stackmatrix-so-") as tmp:
-            link = Path(tmp) / path.name
-            link.symlink_to(path.resolve())
-            outcome = _inspect_files([(Path(tmp), link)], targets)
-            for ext in outcome.data["extensions"]:
-                ext["path"] = str(path)
-            return _finish(outcome, path)
-    venv_site = sorted(path.glob("lib/python3*/site-packages"))
-    if (path / "pyvenv.cfg").is_file() and venv_site:
-        env = Environment(
-            backend="venv",
-            python=(str(path / "bin" / "python"),),
-            prefix=path,
-            site_packages=tuple(venv_site),
-        )
+    """`stackmatrix inspect PATH`: a wheel, a .so, a directory or a venv, checked statically.
+
+    Never opens anything but a regular file or a directory (a FIFO would block, a
+    device never ends); what holds nothing it can judge gets the verdict
+    "nothing-judged" with a finding that says why.
+    """
+    if path.is_dir():
+        return _finish(_inspect_tree(path, targets), path)
+    if not path.is_file():
         return _finish(
-            check_environment(
-                env,
-                cell_id=None,
-                targets=targets,
-                cuda=None,
-                declared_driver=None,
-                log_path=None,
-                run_probe=False,
+            _not_inspected(
+                path, f"{path} is {_kind_of(path)}, not a file or a directory: nothing was read"
             ),
             path,
         )
-    return _finish(_inspect_dir(path, targets, resolve=False), path)
+    if path.suffix == ".whl":
+        return _finish(_inspect_wheel(path, targets), path)
+    return _finish(_inspect_files([(path.parent, path)], targets), path)
+
+
+def _inspect_tree(path: Path, targets: Sequence[str]) -> CheckOutcome:
+    venv_site = sorted(path.glob("lib/python3*/site-packages"))
+    if not ((path / "pyvenv.cfg").is_file() and venv_site):
+        return _inspect_dir(path, targets, resolve=False)
+    env = Environment(
+        backend="venv",
+        python=(str(path / "bin" / "python"),),
+        prefix=path,
+        site_packages=tuple(venv_site),
+    )
+    return check_environment(
+        env,
+        cell_id=None,
+        targets=targets,
+        cuda=None,
+        declared_driver=None,
+        log_path=None,
+        run_probe=False,
+    )
+
+
+def _inspect_wheel(path: Path, targets: Sequence[str]) -> CheckOutcome:
+    with tempfile.TemporaryDirectory(prefix="stackmatrix-whl-") as tmp:
+        problem = _extract_wheel(path, Path(tmp))
+        if problem is not None:
+            return _not_inspected(path, problem, code="SM-WHEEL-UNREADABLE")
+        outcome = _inspect_dir(Path(tmp), targets, resolve=False)
+        for ext in outcome.data["extensions"]:
+            ext["path"] = f"{path}!{ext['relpath']}"  # not the deleted temporary copy
+        return outcome
+
+
+def _kind_of(path: Path) -> str:
+    if path.is_fifo():
+        return "a FIFO"
+    if path.is_char_device() or path.is_block_device():
+        return "a device"
+    if path.is_socket():
+        return "a socket"
+    return "missing or unreadable"
+
+
+def _not_inspected(path: Path, why: str, *, code: str = "SM-NOTHING-JUDGED") -> CheckOutcome:
+    finding = Finding(
+        code=code,
+        severity=Severity.WARN if code != "SM-NOTHING-JUDGED" else Severity.INFO,
+        subject=str(path),
+        message=why,
+    )
+    data: dict[str, Any] = {"inventory": [], "extensions": [], "targets": []}
+    return CheckOutcome(verdict="nothing-judged", findings=[finding], data=data)
 
 
 def _finish(outcome: CheckOutcome, path: Path) -> CheckOutcome:
+    if not outcome.data.get("extensions") and not outcome.data.get("inventory"):
+        outcome = _nothing_judged(outcome, path)
     data = dict(outcome.data)
     data.setdefault("driver", None)
     data.setdefault("probe", None)
@@ -738,6 +782,28 @@ def _finish(outcome: CheckOutcome, path: Path) -> CheckOutcome:
     data["verdict"] = outcome.verdict
     data["findings"] = [f.to_dict() for f in outcome.findings]
     return CheckOutcome(verdict=outcome.verdict, findings=outcome.findings, data=data)
+
+
+def _nothing_judged(outcome: CheckOutcome, path: Path) -> CheckOutcome:
+    """No extension read and no package found: "compatible" would be a claim about
+    nothing (issue 16, defect 16)."""
+    findings = list(outcome.findings)
+    if not any(f.code == "SM-NOTHING-JUDGED" for f in findings):
+        unreadable = any(f.code in ("SM-ELF-UNREADABLE", "SM-WHEEL-UNREADABLE") for f in findings)
+        why = (
+            "no extension it holds could be read"
+            if unreadable
+            else "it holds no ELF extension and no installed package (*.dist-info)"
+        )
+        findings.append(
+            Finding(
+                code="SM-NOTHING-JUDGED",
+                severity=Severity.INFO,
+                subject=str(path),
+                message=f"nothing to judge in {path}: {why}",
+            )
+        )
+    return CheckOutcome(verdict="nothing-judged", findings=findings, data=outcome.data)
 
 
 def _inspect_dir(root: Path, targets: Sequence[str], *, resolve: bool) -> CheckOutcome:
@@ -757,9 +823,15 @@ def _inspect_dir(root: Path, targets: Sequence[str], *, resolve: bool) -> CheckO
 def _inspect_files(files: list[tuple[Path, Path]], targets: Sequence[str]) -> CheckOutcome:
     index = libs.LibraryIndex()
     ctx = libs.search_context(Path("/"), [])
-    results = [_analyse(sp, p, ctx, index, Inventory(), resolve=False) for sp, p in files]
+    results: list[_ExtResult] = []
+    unreadable: list[Finding] = []
+    for sp, p in files:
+        try:
+            results.append(_analyse(sp, p, ctx, index, Inventory(), resolve=False))
+        except (OSError, ELFError) as exc:
+            unreadable.append(_unreadable(p, exc, None))
     cov = _coverage(results, targets, (), ())
-    findings = _coverage_findings(cov, None)
+    findings = unreadable + _coverage_findings(cov, None)
     data: dict[str, Any] = {
         "inventory": [],
         "cuda_majors": sorted({m for r in results for m in _cuda_majors_of(r)}),
@@ -770,13 +842,45 @@ def _inspect_files(files: list[tuple[Path, Path]], targets: Sequence[str]) -> Ch
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
 
 
-def _extract_wheel(wheel: Path, dest: Path) -> None:
-    """Only what the checks read: ELF objects and the .dist-info metadata."""
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            name = info.filename
-            if info.is_dir() or ".." in Path(name).parts or name.startswith("/"):
-                continue
-            wanted = name.endswith(".so") or ".so." in name or ".dist-info/" in name
-            if wanted:
-                zf.extract(info, dest)
+# what a corrupt or crafted zip raises on open or extraction
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    NotImplementedError,
+    RuntimeError,
+    EOFError,
+    OSError,
+    ValueError,
+)
+
+
+def _extract_wheel(wheel: Path, dest: Path) -> str | None:
+    """Only what the checks read: ELF objects and the .dist-info metadata.
+
+    Returns why it is not a readable wheel (None when it is): not a zip, a corrupt
+    member, or a zip without a `*.dist-info/WHEEL` (issue 16, defects 13 and 16).
+    """
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            infos = zf.infolist()
+            if not any(_is_wheel_file(i.filename) for i in infos):
+                return f"{wheel} is a zip without a *.dist-info/WHEEL: not a wheel; nothing judged"
+            for info in infos:
+                if _wanted(info):
+                    zf.extract(info, dest)
+    except _ZIP_ERRORS as exc:
+        return f"{wheel} is not a readable wheel ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _is_wheel_file(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "WHEEL"
+
+
+def _wanted(info: zipfile.ZipInfo) -> bool:
+    name = info.filename
+    if info.is_dir() or ".." in Path(name).parts or name.startswith("/"):
+        return False
+    return name.endswith(".so") or ".so." in name or ".dist-info/" in name

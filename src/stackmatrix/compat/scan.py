@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackmatrix.compat._elffile import DynamicInfo, DynSymbol, ELFFile
-from stackmatrix.compat.fatbin import FatbinEntry, elf_fatbin_entries
+from stackmatrix.compat._elffile import DynamicInfo, DynSymbol, ELFError, ELFFile
+from stackmatrix.compat.fatbin import FatbinEntry, FatbinError, elf_fatbin_entries
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,13 +26,17 @@ class ExtensionScan:
 def scan_extension(path: Path) -> ExtensionScan:
     """Needed libraries, dynamic symbols, version needs and fatbin entries of `path`.
 
-    Raises ELFError / OSError for a file that is not a readable ELF object.
+    Raises ELFError (naming `path`) or OSError for a file that is not a readable ELF
+    object, a bad .nv_fatbin included (issue 16, defect 13).
     """
-    with ELFFile(path) as elf:
-        return ExtensionScan(
-            path=path,
-            dynamic=elf.dynamic(),
-            symbols=tuple(elf.dynamic_symbols()),
-            version_needs=dict(elf.version_needs().by_file),
-            fatbin=tuple(elf_fatbin_entries(elf)),
-        )
+    try:
+        with ELFFile(path) as elf:
+            return ExtensionScan(
+                path=path,
+                dynamic=elf.dynamic(),
+                symbols=tuple(elf.dynamic_symbols()),
+                version_needs=dict(elf.version_needs().by_file),
+                fatbin=tuple(elf_fatbin_entries(elf)),
+            )
+    except (FatbinError, struct.error, IndexError, OverflowError) as exc:
+        raise ELFError(f"{path}: corrupt .nv_fatbin ({type(exc).__name__}: {exc})") from exc
