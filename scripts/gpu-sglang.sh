@@ -1,46 +1,73 @@
 #!/usr/bin/env bash
-# Runs matrix/h200-sglang.toml on the lent H200 (no network there). Carried in .kit/:
-#   k0514/sglang-kit-part1.tar.xz   the offline kit (../shared/gpu-kit/make-sglang-kit.sh)
-#   make-tiny-kimi.py               the weight-less Kimi K2 slice maker (same folder)
-# A device call lasts at most 10 minutes and a full run takes ~17, so the run goes on
-# in the background (its own session) and later calls wait for it:
-#   OUT=... bash scripts/gpu-sglang.sh start [SPEC]   prepare, start, wait up to WAIT_S
-#   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]    wait up to WAIT_S more
-# Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log.
-# Results live in /tmp/<name> on the machine; an interrupted run resumes with `start`.
-# The device replaces the checkout between calls (a running server once lost its model
-# directory that way), so `start` runs everything from a copy in /tmp/sm-gpu.
+# Runs an SGLang spec (matrix/h200-sglang*.toml) on the lent H200 (no network there).
+# Carried in .kit/ (ignored by git):
+#   k<v>/sglang-kit-part1.tar.xz   offline kits (scripts/make-kit.sh scripts/kits/sglang-<v>.pins)
+#   make-tiny-kimi.py              the weight-less Kimi K2 slice maker (../shared/gpu-kit)
+# A device call lasts at most 10 minutes, carries at most 64 MiB (one kit) and a run takes
+# longer, so the work lives in /tmp/sm-gpu on the machine, which persists between calls
+# while the machine is held (the checkout itself is replaced at every call):
+#   OUT=... bash scripts/gpu-sglang.sh prepare         unpack the carried kit(s) into wheels
+#   OUT=... bash scripts/gpu-sglang.sh start [SPEC]    prepare, start the run, wait WAIT_S
+#   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]     wait up to WAIT_S more
+# Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
+# interrupted run resumes with `start`.
 set -euo pipefail
 out=${OUT:?set OUT}
-mode=${1:?usage: gpu-sglang.sh start|wait [SPEC]}
+mode=${1:?usage: gpu-sglang.sh prepare|start|wait [SPEC]}
 spec=${2:-matrix/h200-sglang.toml}
 name=$(basename "$spec" .toml)
 results=/tmp/$name
-export PYTHONPATH=$PWD/src STACKMATRIX_WORK_DIR=/tmp/smwork PYTHONUNBUFFERED=1
+work=/tmp/sm-gpu
+export STACKMATRIX_WORK_DIR=/tmp/smwork PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}  # flashinfer JIT
 t0=$(date +%s)
-if [ "$mode" = start ]; then
-    mkdir -p /tmp/sm-gpu
-    tar --exclude=./.kit --exclude=./.nox --exclude=./.git -cf - . | tar -C /tmp/sm-gpu -xf -
-    mkdir -p /tmp/sm-gpu/.kit
-    cp -r .kit/. /tmp/sm-gpu/.kit/
-    cd /tmp/sm-gpu
-    export PYTHONPATH=$PWD/src
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
-    if [ ! -d .kit/wheels-0.5.14 ]; then
-        mkdir -p /tmp/kit-site
-        python3 -m tarfile -e .kit/k0514/sglang-kit-part1.tar.xz /tmp/kit-site 2>/dev/null
-        python3 scripts/kit-wheels.py /tmp/kit-site .kit/wheels-0.5.14 >/dev/null
+
+prepare() {
+    mkdir -p "$work/.kit"
+    for kit in .kit/k*/sglang-kit-part1.tar.xz; do
+        [ -f "$kit" ] || continue
+        version=$(awk '$1 == "sglang" && $2 ~ /^[0-9]/ {print $2; exit}' "$(dirname "$kit")/MANIFEST.txt")
+        wheels=$work/.kit/wheels-$version
+        [ -d "$wheels" ] && continue
+        site=/tmp/kit-site-$version
+        mkdir -p "$site"
+        for part in "$(dirname "$kit")"/sglang-kit-part*.tar.xz; do
+            python3 -m tarfile -e "$part" "$site" 2>/dev/null
+        done
+        python3 scripts/kit-wheels.py "$site" "$wheels" >/dev/null
+        echo "gpu-sglang: wheels of sglang $version in $wheels"
+    done
+    if [ ! -f "$work/.kit/tiny-kimi/config.json" ]; then
+        python3 .kit/make-tiny-kimi.py "$work/.kit/tiny-kimi" >/dev/null
     fi
-    [ -f .kit/tiny-kimi/config.json ] || python3 .kit/make-tiny-kimi.py .kit/tiny-kimi >/dev/null
-    echo "gpu-sglang: kit and model ready in $(( $(date +%s) - t0 )) s"
+}
+
+case $mode in
+prepare)
+    prepare
+    exit 0
+    ;;
+start)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
+    prepare
+    # this checkout, without the kits, next to the prepared wheels and model
+    tar --exclude=./.kit --exclude=./.nox --exclude=./.git -cf - . | tar -C "$work" -xf -
+    echo "gpu-sglang: ready in $(( $(date +%s) - t0 )) s"
+    cd "$work"
+    export PYTHONPATH=$PWD/src
     resume=()
     [ -f "$results/run.json" ] && resume=(--resume)
     setsid python3 -m stackmatrix run "$spec" --output "$results" "${resume[@]}" \
         --reports-dir /tmp/smreports >>"/tmp/$name.log" 2>&1 </dev/null &
     echo $! >"/tmp/$name.pid"
-fi
+    ;;
+wait) ;;
+*)
+    echo "usage: gpu-sglang.sh prepare|start|wait [SPEC]" >&2
+    exit 2
+    ;;
+esac
 pid=$(cat "/tmp/$name.pid")
 deadline=$(( t0 + ${WAIT_S:-560} ))
 while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
