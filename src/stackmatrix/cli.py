@@ -102,6 +102,13 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--reports-dir", type=Path, default=Path("reports"))
     sp.add_argument(
+        "--history",
+        type=Path,
+        default=None,
+        help="SQLite history file (default: REPORTS_DIR/history.sqlite for a results "
+        "directory inside --reports-dir; none for an --output elsewhere)",
+    )
+    sp.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -223,6 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cells=tuple(args.cell),
         output=args.output,
         reports_dir=args.reports_dir,
+        history=args.history,
         work_dir=args.work_dir or default_work_dir(),
         jobs=args.jobs,
         resume=args.resume or args.output is not None,

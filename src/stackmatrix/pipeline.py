@@ -49,6 +49,7 @@ class RunOptions:
     cells: tuple[str, ...] = ()  # empty: every cell
     output: Path | None = None
     reports_dir: Path = Path("reports")
+    history: Path | None = None  # --history; None: see history_db()
     work_dir: Path = field(default_factory=lambda: default_work_dir())
     jobs: int = 2
     resume: bool = False
@@ -128,8 +129,39 @@ def open_run_dir(opts: RunOptions) -> RunDir:
         _refuse_links(path)
     if run.run_json.exists():
         _check_same_spec(run, spec_path)
-    path.mkdir(parents=True, exist_ok=True)
+    if "report" in opts.phases:
+        _check_history(history_db(opts, path))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # `reports` a file, a read-only parent: before any work
+        raise ResultsError(f"cannot create the results directory {path}: {exc}") from exc
     return run
+
+
+def history_db(opts: RunOptions, run_path: Path) -> Path | None:
+    """The history a run's report appends to (issue 16, defect 14): --history, else the
+    reports directory's when the results directory is inside it, else none: a run with
+    --output elsewhere writes nothing outside what it was given."""
+    if opts.history is not None:
+        return opts.history
+    reports = opts.reports_dir.resolve()
+    if opts.output is None or reports in opts.output.resolve().parents:
+        return opts.reports_dir / "history.sqlite"
+    return None
+
+
+def _check_history(db: Path | None) -> None:
+    """A history path that cannot be one fails now, not at the report after all the work."""
+    if db is None:
+        return
+    if db.is_symlink() or (db.exists() and not db.is_file()):
+        raise UsageError(f"history database {db} is not a regular file; pass --history PATH")
+    parent = next((p for p in (db.parent, *db.parent.parents) if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UsageError(
+            f"history database {db}: {parent} is not a directory; pass --history PATH "
+            "or --reports-dir DIR"
+        )
 
 
 _STAMP = re.compile(r"\d{8}T\d{6}Z")

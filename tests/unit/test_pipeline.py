@@ -138,3 +138,29 @@ def test_secret_env_values_stay_out_of_results_and_reports(tmp_path, capsys):
     # the phases after build still run the cell with the real value
     envs = environments(RunDir(out), ["a"], load_spec(spec))
     assert envs["a"].env["AWS_SECRET_ACCESS_KEY"] == f"{SECRET}-a"
+
+
+def test_history_goes_where_the_results_do(tmp_path, monkeypatch, capsys):
+    """A file named `reports` in the CWD stopped `run --output X` at the report step,
+    after all the work; history went to $CWD/reports whatever --output said (issue 16,
+    defect 14)."""
+    monkeypatch.chdir(tmp_path)
+    Path("reports").write_text("not a directory")
+    spec, work = spec_file(tmp_path, "adv"), ["--work-dir", str(tmp_path / "work")]
+    assert main(["run", str(spec), "--output", "out", *work]) == 0
+    assert (tmp_path / "out" / "matrix.md").is_file()
+    assert sorted(p.name for p in tmp_path.rglob("history.sqlite")) == []
+    # the reports directory's history, for a run inside it
+    argv = ["run", str(spec), "--reports-dir", "r", *work]
+    assert main(argv) == 0 and (tmp_path / "r" / "history.sqlite").is_file()
+    assert main([*argv, "--output", "r/mine"]) == 0
+    assert main(["run", str(spec), "--output", "o2", "--history", "h/x.sqlite", *work]) == 0
+    assert (tmp_path / "h" / "x.sqlite").is_file()
+    # refused before any work: a history path that cannot be one
+    capsys.readouterr()
+    assert main(["run", str(spec), *work]) == 2
+    err = capsys.readouterr().err
+    assert "reports is not a directory" in err and "Traceback" not in err
+    assert main(["run", str(spec), "--output", "o3", "--history", "out", *work]) == 2
+    assert "history database out is not a regular file" in capsys.readouterr().err
+    assert not Path("o3").exists()
