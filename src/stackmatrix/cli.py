@@ -114,7 +114,9 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
         default=None,
         help="where environments are kept (default: $STACKMATRIX_WORK_DIR or ~/.cache/stackmatrix)",
     )
-    sp.add_argument("--jobs", type=int, default=2, help="parallel builds (default: 2)")
+    sp.add_argument(
+        "--jobs", type=int, default=2, help="cells built and checked at once (default: 2)"
+    )
     sp.add_argument(
         "--resume",
         action="store_true",

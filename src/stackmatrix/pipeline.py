@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stackmatrix import __version__, _atomic, _nofollow, _proc
 from stackmatrix._lock import results_dir_lock
@@ -36,6 +36,9 @@ from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
 from stackmatrix.plan import PlannedCell, make_plan
 from stackmatrix.results import CellDir, PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import Spec
+
+if TYPE_CHECKING:
+    from stackmatrix.compat.scancache import ScanCache
 
 log = logging.getLogger(__name__)
 ALL_PHASES = ("build", "check", "bench", "report")
@@ -349,15 +352,7 @@ def build_phase(
         progress("build", pc.cell.id, _describe(result))
         return result
 
-    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        futures = {pc.cell.id: pool.submit(one, pc) for pc in planned}
-        try:
-            return {cid: f.result() for cid, f in futures.items()}
-        except KeyboardInterrupt:
-            for f in futures.values():
-                f.cancel()
-            _proc.terminate_all()
-            raise
+    return _in_parallel(planned, opts.jobs, one)
 
 
 def _env_still_there(result: PhaseResult) -> bool:
@@ -436,32 +431,59 @@ def _with_secrets(env: Environment, spec_env: Mapping[str, str]) -> Environment:
 def check_phase(
     run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
 ) -> dict[str, PhaseResult]:
+    """Cells are checked in parallel, like builds (`--jobs`): the runtime probe is a child
+    process, and the static scan of an unchanged environment comes from the work dir's
+    cache (compat/scancache.py)."""
     envs = environments(run, [pc.cell.id for pc in planned], opts.spec)
-    results = {}
-    for pc in planned:
-        cell_dir = run.cell(pc.cell.id)
-        build = cell_dir.read("build")
-        inputs = _digest(
-            [
-                pc.content_hash,
-                (build.data.get("lock_digest") if build else None),
-                list(opts.spec.targets),
-                opts.spec.driver,
-                __version__,
-            ]
-        )
-        old = _reusable(cell_dir, "check", inputs) if opts.resume else None
-        if old is not None:
-            progress("check", pc.cell.id, "unchanged since the last check (resumed)")
-            results[pc.cell.id] = old
-            continue
-        env = envs.get(pc.cell.id)
-        progress("check", pc.cell.id, "checking")
-        results[pc.cell.id] = _run_phase(
-            cell_dir, "check", inputs, _bind(_check_one, pc, env, opts.spec, cell_dir, inputs)
-        )
-        progress("check", pc.cell.id, _describe(results[pc.cell.id]))
-    return results
+
+    def one(pc: PlannedCell) -> PhaseResult:
+        return _check_cell(run, opts, pc, envs.get(pc.cell.id), progress)
+
+    return _in_parallel(planned, opts.jobs, one)
+
+
+def _in_parallel(
+    planned: list[PlannedCell], jobs: int, one: Callable[[PlannedCell], PhaseResult]
+) -> dict[str, PhaseResult]:
+    """One cell per worker, at most `jobs` at once; Ctrl-C stops the children and the
+    cells not started yet, and the results come back in the plan's order."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pc.cell.id: pool.submit(one, pc) for pc in planned}
+        try:
+            return {cid: f.result() for cid, f in futures.items()}
+        except KeyboardInterrupt:
+            for f in futures.values():
+                f.cancel()
+            _proc.terminate_all()
+            raise
+
+
+def _check_cell(
+    run: RunDir, opts: RunOptions, pc: PlannedCell, env: Environment | None, progress: Progress
+) -> PhaseResult:
+    cell_dir = run.cell(pc.cell.id)
+    build = cell_dir.read("build")
+    lock = build.data.get("lock_digest") if build else None
+    inputs = _digest(
+        [pc.content_hash, lock, list(opts.spec.targets), opts.spec.driver, __version__]
+    )
+    old = _reusable(cell_dir, "check", inputs) if opts.resume else None
+    if old is not None:
+        progress("check", pc.cell.id, "unchanged since the last check (resumed)")
+        return old
+    progress("check", pc.cell.id, "checking")
+    from stackmatrix.compat.scancache import ScanCache
+
+    cache = ScanCache.in_work_dir(opts.work_dir, identity=(pc.content_hash, lock))
+    body = _bind(_check_one, pc, env, opts.spec, cell_dir, inputs, cache)
+    result = _run_phase(cell_dir, "check", inputs, body)
+    progress("check", pc.cell.id, _describe(result) + _scan_note(result))
+    return result
+
+
+def _scan_note(result: PhaseResult) -> str:
+    timing = result.data.get("timing") or {}
+    return " (static scan cached)" if timing.get("static_scan") == "hit" else ""
 
 
 def _bind(fn: Callable[..., PhaseResult], *args: Any) -> Callable[[], PhaseResult]:
@@ -469,7 +491,12 @@ def _bind(fn: Callable[..., PhaseResult], *args: Any) -> Callable[[], PhaseResul
 
 
 def _check_one(
-    pc: PlannedCell, env: Environment | None, spec: Spec, cell_dir: CellDir, inputs: str
+    pc: PlannedCell,
+    env: Environment | None,
+    spec: Spec,
+    cell_dir: CellDir,
+    inputs: str,
+    cache: ScanCache | None = None,
 ) -> PhaseResult:
     if env is None:
         return PhaseResult(
@@ -489,6 +516,7 @@ def _check_one(
         cuda=pc.cell.cuda,
         declared_driver=spec.driver,
         log_path=cell_dir.log_path("check"),
+        scan_cache=cache,
     )
     return PhaseResult(
         phase="check",
@@ -680,7 +708,7 @@ def _run_locked(
 
 
 def clean_work_dir(work_dir: Path) -> None:
-    """Remove every environment stackmatrix built (used by `stackmatrix clean`)."""
-    envs = work_dir / "envs"
-    if envs.is_dir():
-        shutil.rmtree(envs)
+    """Remove every environment stackmatrix built, and the cached static scans of them."""
+    for name in ("envs", "scan-cache"):
+        if (work_dir / name).is_dir():
+            shutil.rmtree(work_dir / name)

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import re
 import tempfile
+import time
 import zipfile
 import zlib
 from collections.abc import Sequence
@@ -21,13 +22,15 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from stackmatrix.compat import _data, coverage, driver, libs, probe, symbols
+from stackmatrix import _proc
+from stackmatrix.compat import _data, coverage, driver, libs, probe, scancache, symbols
 from stackmatrix.compat._elffile import ELFError, is_elf
 from stackmatrix.compat.features import feature_findings
 from stackmatrix.compat.importpath import import_path
 from stackmatrix.compat.inventory import Inventory, read_inventory
 from stackmatrix.compat.render import render_text
 from stackmatrix.compat.scan import ExtensionScan, scan_extension
+from stackmatrix.compat.scancache import ScanCache, StaticScan
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
 
@@ -606,21 +609,24 @@ def check_environment(
     declared_driver: str | None,
     log_path: Path | None,
     run_probe: bool = True,
+    scan_cache: ScanCache | None = None,
 ) -> CheckOutcome:
-    """Check one environment; every problem is a finding, never an exception."""
+    """Check one environment; every problem is a finding, never an exception.
+
+    With `scan_cache`, the static scan of unchanged files is reused (scancache.py)."""
+    t0 = time.monotonic()
     site = import_path(environment)
-    inventory = read_inventory(site)
     ctx = libs.search_context(environment.root, site, environment.env)
-    outcome = _static_check(
+    static, cached = _static_scan(
+        environment,
         site,
-        inventory,
         ctx,
         cell_id=cell_id,
         targets=targets,
-        resolve=True,
         host_has_driver=driver.host_driver().version is not None,
+        cache=scan_cache,
     )
-    findings, data = outcome.findings, outcome.data
+    inventory, findings, data = static.inventory, static.findings, static.data
     drv, drv_findings = _driver(cuda, inventory, declared_driver, cell_id)
     findings += drv_findings
     findings += _known_bad(inventory, cell_id)
@@ -629,15 +635,61 @@ def check_environment(
     data["driver"] = drv
     data["import_path"] = [str(p) for p in site]
     data["probe"] = None
+    data["timing"] = {"static_scan": cached, "outside_probe_s": time.monotonic() - t0}
     if run_probe:
+        t1 = time.monotonic()
         data["probe"], probe_findings = _probe_findings(
             environment.python, log_path, environment.env, cell_id
         )
+        data["timing"]["probe_s"] = time.monotonic() - t1
         findings += probe_findings
     verdict = verdict_of(findings)
     data["verdict"] = verdict
     data["findings"] = [f.to_dict() for f in findings]
     return CheckOutcome(verdict=verdict, findings=findings, data=data)
+
+
+def _static_scan(
+    environment: Environment,
+    site: Sequence[Path],
+    ctx: libs.SearchContext,
+    *,
+    cell_id: str | None,
+    targets: Sequence[str],
+    host_has_driver: bool,
+    cache: ScanCache | None,
+) -> tuple[StaticScan, Literal["hit", "miss", "off"]]:
+    """The inventory and the static findings, from the cache when the files are unchanged."""
+    key = None
+    if cache is not None and scancache.usable(cache):
+        key = scancache.scan_key(
+            cache,
+            environment=environment,
+            site=site,
+            ctx=ctx,
+            cell_id=cell_id,
+            targets=targets,
+            host_has_driver=host_has_driver,
+        )
+        hit = scancache.load(cache, key)
+        if hit is not None:
+            return hit, "hit"
+    inventory = read_inventory(site)
+    outcome = _static_check(
+        site,
+        inventory,
+        ctx,
+        cell_id=cell_id,
+        targets=targets,
+        resolve=True,
+        host_has_driver=host_has_driver,
+    )
+    scan = StaticScan(inventory=inventory, findings=outcome.findings, data=outcome.data)
+    if cache is None or key is None:
+        return scan, "off"
+    if not _proc.interrupted():  # a scan cut short by Ctrl-C is not the environment's
+        scancache.store(cache, key, scan)
+    return scan, "miss"
 
 
 def _static_check(
@@ -655,6 +707,8 @@ def _static_check(
     results: list[_ExtResult] = []
     findings: list[Finding] = []
     for sp, path in find_extensions(site):
+        if _proc.interrupted():
+            break  # Ctrl-C: the run is ending and this result will be marked interrupted
         try:
             r = _analyse(sp, path, ctx, index, inventory, resolve=resolve)
         except (OSError, ELFError, ValueError) as exc:
