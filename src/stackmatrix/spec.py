@@ -12,7 +12,8 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, cast
@@ -55,11 +56,20 @@ WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))
 REPORT_KEYS = tuple(f.name for f in fields(ReportPolicy))
 FAIL_ON = ("incompatible", "regression", "failed")
 
+# Resource bounds (issue 16, defect 10): a spec is read whole and expanded whole, and
+# its workload is generated up front; each bound is far above any real matrix.
+MAX_SPEC_BYTES = 1 << 20
+MAX_CELLS = 1000
+MAX_LAUNCHES = 1000  # launches, rounds (per cell)
+MAX_TOKENS = 1 << 20  # input_len, output_len (one request)
+MAX_PROMPTS = 1_000_000  # num_prompts, warmup, max_concurrency
+MAX_WORKLOAD_TOKENS = 100_000_000  # num_prompts x input_len, generated before the bench
+
 
 def load_spec(path: Path) -> Spec:
     """Read `path`; raise SpecError listing every problem."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(_read_spec(path))
     except FileNotFoundError as exc:
         raise SpecError(str(path), [f"file not found: {path}"]) from exc
     except tomllib.TOMLDecodeError as exc:
@@ -71,6 +81,18 @@ def load_spec(path: Path) -> Spec:
     except OSError as exc:
         raise SpecError(str(path), [f"cannot read the spec: {exc.strerror}"]) from exc
     return parse_spec(raw, path=str(path))
+
+
+def _read_spec(path: Path) -> str:
+    """At most MAX_SPEC_BYTES of a regular file: /dev/zero never ends and a FIFO blocks
+    until someone writes (issue 16, defect 10)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise SpecError(str(path), ["not a regular file (a FIFO, a device or a socket)"])
+    with path.open("rb") as fh:
+        data = fh.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(str(path), [f"larger than {MAX_SPEC_BYTES} bytes; not a matrix spec"])
+    return data.decode("utf-8")
 
 
 def _spec_name(raw: Mapping[str, Any], p: Problems) -> str:
@@ -158,6 +180,12 @@ def _axis_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems) -
     values = {name: _axis_values(name, vals, p) for name, vals in axes.items()}
     if any(not v for v in values.values()):
         return []
+    size = math.prod(len(v) for v in values.values())
+    if size > MAX_CELLS:  # before expanding: 1000 x 1000 axes once hung here
+        sizes = " x ".join(str(len(v)) for v in values.values())
+        p.add("axes", f"the axes expand to {size} combinations ({sizes}); at most "
+              f"{MAX_CELLS} cells: split the matrix into several specs")  # fmt: skip
+        return []
     product = itertools.product(*values.values())
     combos = [dict(zip(values, combo, strict=True)) for combo in product]
     combos = [c for c in combos if not any(_matches(c, ex) for ex in exclude)]
@@ -190,7 +218,7 @@ def _axis_values(name: str, vals: Any, p: Problems) -> list[AxisEntry]:
         if entry is not None:
             entries.append(entry)
     labels = [label for label, _ in entries]
-    for dup in sorted({x for x in labels if labels.count(x) > 1}):
+    for dup in _duplicates(labels):
         p.add(path, f"label {dup!r} appears twice; labels of an axis must be unique")
     return entries
 
@@ -395,12 +423,16 @@ def _check_choice(val: Any, path: str, choices: tuple[str, ...], p: Problems) ->
     return None
 
 
-def _check_int(val: Any, path: str, p: Problems, minimum: int | None = None) -> int | None:
+def _check_int(val: Any, path: str, p: Problems, minimum: int | None = None,
+               maximum: int | None = None) -> int | None:  # fmt: skip
     if isinstance(val, bool) or not isinstance(val, int):
         p.add(path, f"expected an integer, got {type_name(val)} {val!r}")
         return None
     if minimum is not None and val < minimum:
         p.add(path, f"{val!r} is below the minimum {minimum}")
+        return None
+    if maximum is not None and val > maximum:
+        p.add(path, f"{val!r} is above the maximum {maximum}")
         return None
     return val
 
@@ -430,7 +462,7 @@ def _check_pins(val: Any, path: str, p: Problems) -> list[str]:
             continue
         pins.append(str(req))
     names = [canonicalize_name(Requirement(x).name) for x in pins]
-    for dup in sorted({n for n in names if names.count(n) > 1}):
+    for dup in _duplicates(names):
         p.add(path, f"package {dup!r} is pinned more than once in this cell")
     return pins
 
@@ -506,10 +538,10 @@ def _str(raw: Mapping[str, Any], key: str, path: str, p: Problems,
 
 
 def _int(raw: Mapping[str, Any], key: str, path: str, p: Problems,
-         minimum: int | None = None) -> int | None:  # fmt: skip
+         minimum: int | None = None, maximum: int | None = None) -> int | None:  # fmt: skip
     if key not in raw:
         return None
-    return _check_int(raw[key], join(path, key), p, minimum)
+    return _check_int(raw[key], join(path, key), p, minimum, maximum)
 
 
 def _float(raw: Mapping[str, Any], key: str, path: str, p: Problems,
@@ -552,8 +584,16 @@ def _raw_ids(raw: Mapping[str, Any]) -> list[str]:
     return [t["id"] for t in tables if isinstance(t, dict) and isinstance(t.get("id"), str)]
 
 
+def _duplicates(items: Iterable[str]) -> list[str]:
+    """Linear: `list.count` per item made 40k cells take 40 s (issue 16, defect 10)."""
+    return sorted(k for k, n in Counter(items).items() if n > 1)
+
+
 def _check_unique(ids: list[str], p: Problems) -> None:
-    for dup in sorted({i for i in ids if ids.count(i) > 1}):
+    if len(ids) > MAX_CELLS:
+        p.add("cell", f"the spec defines {len(ids)} cells; at most {MAX_CELLS}: split the "
+              "matrix into several specs")  # fmt: skip
+    for dup in _duplicates(ids):
         p.add("cell", f"cell id {dup!r} is used by more than one cell; ids must be unique")
 
 
@@ -590,9 +630,9 @@ def _bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         model=model,
         url=url,
         server_args=tuple(_check_list(b.get("server_args", []), "bench.server_args", p)),
-        launches=_int(b, "launches", "bench", p, minimum=1) or 1,
-        rounds=_int(b, "rounds", "bench", p, minimum=1) or 3,
-        warmup_launches=_int(b, "warmup_launches", "bench", p, minimum=0) or 0,
+        launches=_int(b, "launches", "bench", p, 1, MAX_LAUNCHES) or 1,
+        rounds=_int(b, "rounds", "bench", p, 1, MAX_LAUNCHES) or 3,
+        warmup_launches=_int(b, "warmup_launches", "bench", p, 0, MAX_LAUNCHES) or 0,
         ready_timeout_s=_or(_float(b, "ready_timeout_s", "bench", p, 1, 86400), 600.0),
         tokenizer=_str(b, "tokenizer", "bench", p),
         workload=_workload(b, p),
@@ -614,26 +654,31 @@ def _workload(bench: Mapping[str, Any], p: Problems) -> Workload:
         ignore_eos = d.ignore_eos
     rate = _float(w, "request_rate", path, p, 0.0001, math.inf)
 
-    def num(key: str, default: int, minimum: int = 1) -> int:
-        value = _int(w, key, path, p, minimum=minimum)
+    def num(key: str, default: int, minimum: int = 1, maximum: int | None = None) -> int:
+        value = _int(w, key, path, p, minimum, maximum)
         return default if value is None else value
 
-    return Workload(
+    workload = Workload(
         kind=cast(Any, kind),
-        input_len=num("input_len", d.input_len),
-        output_len=num("output_len", d.output_len),
+        input_len=num("input_len", d.input_len, maximum=MAX_TOKENS),
+        output_len=num("output_len", d.output_len, maximum=MAX_TOKENS),
         range_ratio=_or(_float(w, "range_ratio", path, p, 0.0, 1.0), d.range_ratio),
-        num_prompts=num("num_prompts", d.num_prompts),
-        max_concurrency=num("max_concurrency", d.max_concurrency),
+        num_prompts=num("num_prompts", d.num_prompts, maximum=MAX_PROMPTS),
+        max_concurrency=num("max_concurrency", d.max_concurrency, maximum=MAX_PROMPTS),
         request_rate=rate if rate is not None else d.request_rate,
         seed=num("seed", d.seed, minimum=0),
         ignore_eos=ignore_eos,
         path=file,
-        warmup=num("warmup", d.warmup, minimum=0),
+        warmup=num("warmup", d.warmup, minimum=0, maximum=MAX_PROMPTS),
         request_timeout_s=_or(
             _float(w, "request_timeout_s", path, p, 0.1, 86400), d.request_timeout_s
         ),
     )
+    tokens = workload.num_prompts * workload.input_len
+    if tokens > MAX_WORKLOAD_TOKENS:
+        p.add(path, f"num_prompts x input_len = {tokens} prompt tokens, generated before "
+              f"the bench; at most {MAX_WORKLOAD_TOKENS}")  # fmt: skip
+    return workload
 
 
 def _report(raw: Mapping[str, Any], p: Problems) -> ReportPolicy:

@@ -333,3 +333,59 @@ def test_layering_fields_change_the_hash_only_when_set() -> None:
     explicit_off = parse_spec({"name": "m", "cell": [{**MINIMAL["cell"][0], "no_deps": False}]})  # type: ignore[index]
     assert content_hash(plain) == content_hash(explicit_off.cell("a"))
     assert content_hash(plain) != content_hash(layered.cell("a"))
+
+
+def _validate_bounded(path: Path) -> tuple[int, str]:
+    """`stackmatrix validate PATH` in a child with 20 s and 1 GiB: a regression hangs or
+    grows without bound, and fails here instead of taking the test run with it."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "stackmatrix", "validate", str(path)],
+        capture_output=True, text=True, timeout=20, preexec_fn=limit, check=False,
+    )  # fmt: skip
+    return proc.returncode, proc.stderr
+
+
+def test_a_spec_that_is_no_regular_file_or_too_big_is_refused(tmp_path: Path) -> None:
+    """/dev/zero was read without bound and a FIFO hung (issue 16, defect 10)."""
+    import os
+
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        rc, err = _validate_bounded(path)
+        assert rc == 2 and "not a regular file" in err, err
+    big = tmp_path / "big.toml"
+    big.write_text('name = "m"\n' + "# padding\n" * 200_000)
+    rc, err = _validate_bounded(big)
+    assert rc == 2 and "larger than 1048576 bytes" in err
+
+
+def test_axes_and_cells_are_bounded(tmp_path: Path) -> None:
+    """1000 x 1000 axes hung in the expansion; uniqueness checks were quadratic."""
+    labels = ", ".join(f'{{label = "v{i}"}}' for i in range(1001))
+    spec = tmp_path / "axes.toml"
+    spec.write_text(f'name = "m"\n[axes]\na = [{labels}]\nb = [{labels}]\n')
+    rc, err = _validate_bounded(spec)
+    assert rc == 2 and "expand to 1002001 combinations (1001 x 1001); at most 1000" in err
+    cells = [{"id": f"c{i}"} for i in range(1001)]
+    found = problems({"name": "m", "baseline": "c0", "cell": cells})
+    assert any("defines 1001 cells; at most 1000" in x for x in found)
+
+
+def test_bench_sizes_have_sane_maxima() -> None:
+    big = 10**18
+    raw = {**MINIMAL, "bench": {"model": "m", "launches": big, "rounds": big,
+           "workload": {"num_prompts": big, "input_len": big, "output_len": big}}}  # fmt: skip
+    text = "\n".join(problems(raw))
+    for key in ("launches", "rounds", "workload.num_prompts", "workload.input_len",
+                "workload.output_len"):  # fmt: skip
+        assert f"bench.{key}: {big} is above the maximum" in text
+    raw["bench"] = {"model": "m", "workload": {"num_prompts": 200_000, "input_len": 1000}}
+    assert "num_prompts x input_len = 200000000 prompt tokens" in "\n".join(problems(raw))

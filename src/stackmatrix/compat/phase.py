@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import shutil
 import tempfile
 import time
 import zipfile
@@ -920,11 +921,39 @@ def _extract_wheel(wheel: Path, dest: Path) -> str | None:
             infos = zf.infolist()
             if not any(_is_wheel_file(i.filename) for i in infos):
                 return f"{wheel} is a zip without a *.dist-info/WHEEL: not a wheel; nothing judged"
-            for info in infos:
-                if _wanted(info):
-                    zf.extract(info, dest)
+            wanted = [i for i in infos if _wanted(i)]
+            too_big = _unpack_bound(wanted, dest)
+            if too_big is not None:
+                return f"{wheel}: {too_big}; not unpacked"
+            for info in wanted:
+                zf.extract(info, dest)
     except _ZIP_ERRORS as exc:
         return f"{wheel} is not a readable wheel ({type(exc).__name__}: {exc})"
+    return None
+
+
+# A member may claim no more than this many times its compressed size (real .so files
+# compress 2-5x; a 611 KB wheel once unpacked a 600 MB .so; issue 16, defect 10).
+MAX_UNPACK_RATIO = 100
+_RATIO_FROM = 16 << 20  # members smaller than this are never a problem
+
+
+def _unpack_bound(infos: Sequence[zipfile.ZipInfo], dest: Path) -> str | None:
+    """Why unpacking `infos` is refused: a zip-bomb ratio, or more than the free space.
+
+    zipfile stops each member at its declared size, so the declared sizes bound what
+    extraction writes."""
+    for info in infos:
+        if info.file_size > _RATIO_FROM and info.file_size > MAX_UNPACK_RATIO * max(
+            info.compress_size, 1
+        ):
+            return (
+                f"{info.filename} would unpack {info.file_size} bytes from "
+                f"{info.compress_size} (over {MAX_UNPACK_RATIO}x: a zip bomb?)"
+            )
+    total, free = sum(i.file_size for i in infos), shutil.disk_usage(dest).free
+    if total > free:
+        return f"its extensions unpack to {total} bytes, more than the {free} free in {dest}"
     return None
 
 

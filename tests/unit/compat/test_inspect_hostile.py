@@ -266,3 +266,26 @@ def test_any_wheel_bytes_are_a_verdict_or_nothing_judged(
         path.unlink()
     if outcome.verdict != "nothing-judged":
         assert outcome.data["extensions"] or outcome.data["inventory"]
+
+
+def test_a_zip_bomb_wheel_is_not_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 611 KB wheel unpacked a 600 MB .so (issue 16, defect 10): 64 MiB of zeros
+    deflate to 64 KB, a ratio no real extension has."""
+    path = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in WHEEL_META.items():
+            zf.writestr(name, data)
+        zf.writestr("x/big.so", b"\0" * (64 << 20))
+    assert path.stat().st_size < 1 << 20
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    tempfile.tempdir = None  # read TMPDIR again
+    try:
+        rc, out = run_inspect(path, capsys)
+    finally:
+        tempfile.tempdir = None
+    assert rc == 6 and "SM-WHEEL-UNREADABLE" in out
+    assert "x/big.so would unpack 67108864 bytes from" in out and "zip bomb" in out
+    assert list((tmp_path / "tmp").iterdir()) == []  # nothing unpacked, nothing left
