@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from stackmatrix import __version__
+from stackmatrix import __version__, _signals
 from stackmatrix._console import Console, write_step_summary
 from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
 from stackmatrix.pipeline import ALL_PHASES, RunOptions, default_work_dir, run_pipeline
@@ -27,16 +27,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        return int(args.func(args))
+        with _signals.stop_signals():  # SIGTERM/SIGHUP clean up as Ctrl-C does
+            return int(args.func(args))
     except StackmatrixError as exc:
         print(f"stackmatrix: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print(
-            "stackmatrix: interrupted; completed work is kept, re-run with --resume",
+            f"stackmatrix: interrupted ({_signals.name(exc)}); completed work is kept, "
+            "re-run with --resume",
             file=sys.stderr,
         )
-        return 130
+        return _signals.exit_code(exc)
 
 
 def _parser() -> argparse.ArgumentParser:

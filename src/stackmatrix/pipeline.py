@@ -15,8 +15,6 @@ import logging
 import os
 import re
 import shutil
-import signal
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,10 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from stackmatrix import __version__, _atomic, _nofollow, _proc
+from stackmatrix import __version__, _atomic, _nofollow, _proc, _signals
 from stackmatrix._lock import results_dir_lock
 from stackmatrix._secrets import REDACTED, redact
 from stackmatrix.envs.base import BuildOutcome, Environment
@@ -655,21 +652,11 @@ def _digest(data: Any) -> str:
 
 @contextmanager
 def _children_stop_on_ctrl_c() -> Iterator[None]:
-    """Ctrl-C stops our children at once, wherever the main thread is (even outside a
-    try block), so worker threads waiting on them finish and the run can exit."""
-    if threading.current_thread() is not threading.main_thread():
+    """Ctrl-C, SIGTERM and SIGHUP stop our children at once, wherever the main thread
+    is (even outside a try block), so worker threads waiting on them finish and the run
+    can exit (issue 16, defect 8: a SIGTERM used to leave the server running)."""
+    with _signals.stop_signals(_proc.terminate_all):
         yield
-        return
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        _proc.terminate_all()
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix._secrets import redact, redact_argv
-from stackmatrix.bench import envfacts, metrics, schedule, server, workload
+from stackmatrix.bench import envfacts, leftovers, metrics, schedule, server, workload
 from stackmatrix.bench.client import ClientOptions, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, get_engine, package_version
 from stackmatrix.envs.base import Environment
@@ -70,6 +70,8 @@ def run_bench_phase(
     if bench is None:
         raise ValueError("run_bench_phase needs a spec with a [bench] section")
     engine = get_engine(bench.engine)
+    for line in leftovers.reap(run_dir.path):  # servers a SIGKILLed run of these results left
+        say("-", line)
     spec_dir = Path(spec.path).parent if spec.path else None
     wl = workload.generate(bench.workload, spec_dir=spec_dir)
     wl_hash = _write_workload(run_dir, wl)

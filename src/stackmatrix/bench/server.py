@@ -22,7 +22,7 @@ from typing import Any
 
 from stackmatrix import _proc
 from stackmatrix._secrets import redact_argv
-from stackmatrix.bench import _http, envfacts
+from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
 from stackmatrix.envs.base import Environment
 
@@ -158,14 +158,21 @@ def launch(
         log_path=log_path,
     )
     server.proc = _start(argv, environment.env, log_path)
+    live: Path | None = None
     try:
+        # kept while it runs: a SIGKILLed run leaves it to the next one (leftovers.py)
+        live = leftovers.record(log_path, server.proc, port, container)
         wait_ready(server, engine, ready_timeout_s)
         yield server
     except ServerFailed as exc:
         exc.server = server
         raise
     finally:
-        server.teardown = stop(server.proc, port, container)
+        try:
+            server.teardown = stop(server.proc, port, container)
+        finally:  # a second signal may cut the teardown short: kept while it may run
+            if live is not None and server.proc.poll() is not None:
+                live.unlink(missing_ok=True)
 
 
 def _argv(

@@ -1,0 +1,100 @@
+"""Fault injection: SIGTERM, SIGHUP and SIGKILL of stackmatrix mid-bench, then a
+resume (issue 16, defect 8). The server is the fake engine, started as an engine is."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+FAKE = Path(__file__).with_name("fake_engine.py")
+RUNNER = Path(__file__).parents[2] / "support" / "bench_run.py"
+START_TIMEOUT_S = 60.0
+
+
+def _start(run: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(RUNNER), str(run), str(FAKE)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def _server_measuring(run: Path) -> int:
+    """The recorded process group of the running server, once it has measured a round
+    (of two: the signal comes mid-measurement)."""
+    record, deadline = (
+        run / "cells" / "a" / "server-L1.live.json",
+        time.monotonic() + START_TIMEOUT_S,
+    )
+    while time.monotonic() < deadline:
+        if record.exists() and list(record.parent.glob("requests-L1-R1.jsonl")):
+            return int(json.loads(record.read_text())["pgid"])
+        time.sleep(0.05)
+    raise AssertionError(f"no server measuring after {START_TIMEOUT_S} s")
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _finish(proc: subprocess.Popen[str]) -> str:
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return out
+
+
+def _resume(run: Path) -> str:
+    proc = _start(run)
+    out = _finish(proc)
+    assert proc.returncode == 0, out
+    assert "status ok" in out
+    launches = json.loads((run / "cells" / "a" / "bench.json").read_text())["data"]["launches"]
+    assert [ln["index"] for ln in launches] == [1]
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_mid_bench_stops_the_server_and_resume_completes(tmp_path, sig):
+    run = tmp_path / "run"
+    proc = _start(run)
+    pgid = _server_measuring(run)
+    os.kill(proc.pid, sig)  # stackmatrix alone: the server is in its own session
+    out = _finish(proc)
+    assert proc.returncode == 128 + sig, out
+    assert not _alive(pgid), "the server outlived stackmatrix"
+    bench = json.loads((run / "cells" / "a" / "bench.json").read_text())
+    assert bench["status"] == "interrupted"
+    assert not (run / "cells" / "a" / "server-L1.live.json").exists()
+    _resume(run)
+
+
+def test_after_sigkill_the_next_run_stops_the_server_it_left(tmp_path):
+    run = tmp_path / "run"
+    proc = _start(run)
+    pgid = _server_measuring(run)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    try:
+        assert _alive(pgid)  # nothing could stop it: it is the next run's to find
+        out = _resume(run)
+        assert f"(process group {pgid}, port " in out and "was still running; stopped" in out
+        assert not _alive(pgid)
+    finally:
+        if _alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,60 @@
+"""A stackmatrix bench of one cell against the fake engine, under the pipeline's
+signal handling, for fault injection (`python bench_run.py RUN_DIR FAKE_ENGINE`).
+
+Prints each progress line; exits 0, or 128 + the signal that stopped it, as the CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from stackmatrix import _signals
+from stackmatrix.bench.phase import run_bench_phase
+from stackmatrix.envs.base import Environment
+from stackmatrix.pipeline import _children_stop_on_ctrl_c
+from stackmatrix.results import RunDir
+from stackmatrix.spec_model import Bench, Cell, Spec, Workload
+
+
+def main(run_dir: Path, fake: Path) -> int:
+    spec = Spec(
+        name="signals",
+        path=str(run_dir.parent / "spec.toml"),
+        baseline="a",
+        cells=(Cell(id="a"),),
+        bench=Bench(
+            engine="transformers",
+            model="fake-model",
+            launches=1,
+            rounds=2,
+            ready_timeout_s=20.0,
+            workload=Workload(
+                input_len=8,
+                output_len=8,
+                num_prompts=6,
+                max_concurrency=2,
+                warmup=1,
+                request_timeout_s=20.0,
+            ),
+        ),
+    )
+    env = Environment(backend="venv", python=(sys.executable, str(fake)), env={"FAKE_GAP_S": "0.1"})
+
+    def say(cell: str, msg: str) -> None:
+        print(f"{cell}: {msg}", flush=True)
+
+    try:
+        with _children_stop_on_ctrl_c():
+            envs = {"a": env}
+            results = run_bench_phase(
+                spec, RunDir(run_dir), ["a"], environments=envs, order="sequential", progress=say
+            )
+    except KeyboardInterrupt as exc:
+        return _signals.exit_code(exc)
+    print(f"status {results['a'].status.value}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(Path(sys.argv[1]), Path(sys.argv[2])))
