@@ -33,6 +33,7 @@ class CellResults:
     differs: dict[str, list[Any]] = field(default_factory=dict)
     phases: dict[str, PhaseResult] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # files that exist but could not be read
+    unreadable: dict[str, str] = field(default_factory=dict)  # phase -> why its file is not
 
     def phase(self, name: str) -> PhaseResult | None:
         return self.phases.get(name)
@@ -204,6 +205,7 @@ def _cell_order(run: dict[str, Any], plan: dict[str, Any], on_disk: list[str]) -
 def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults:
     phases: dict[str, PhaseResult] = {}
     problems: list[str] = []
+    unreadable: dict[str, str] = {}
     for phase in PHASES:
         file = path / f"{phase}.json"
         if not os.path.lexists(file):
@@ -215,6 +217,7 @@ def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults
             why = exc.message
         if why:
             problems.append(f"{phase}.json unreadable: {why}")
+            unreadable[phase] = why
             log.warning("cell %s: cannot read %s: %s", cell_id, file, why)
         else:
             phases[phase] = result
@@ -229,6 +232,7 @@ def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults
         },
         phases=_without_secret_env(phases),
         problems=tuple(problems),
+        unreadable=unreadable,
     )
 
 

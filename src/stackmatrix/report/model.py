@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 MISSING = "missing"
+UNREADABLE = "unreadable"  # the phase's file exists but is corrupt (issue 16, defect 15)
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 _KEY_PACKAGES = (
@@ -55,7 +56,7 @@ _KEY_PACKAGES = (
 @dataclass(frozen=True, kw_only=True)
 class PhaseSummary:
     phase: str
-    status: str  # a results Status value, or "missing"
+    status: str  # a results Status value, "missing" or "unreadable"
     code: str | None = None
     message: str = ""
     duration_s: float = 0.0
@@ -412,6 +413,10 @@ def _cell_report(
 
 def _phase(cell: CellResults, phase: str) -> PhaseSummary:
     result = cell.phase(phase)
+    if result is None and phase in cell.unreadable:
+        file, why = cell.path / f"{phase}.json", cell.unreadable[phase]
+        message = why if str(file) in why else f"{file}: {why}"
+        return PhaseSummary(phase=phase, status=UNREADABLE, message=message)
     if result is None:
         return PhaseSummary(phase=phase, status=MISSING, message=f"no {phase}.json")
     return PhaseSummary(

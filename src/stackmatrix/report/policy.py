@@ -9,7 +9,7 @@ from stackmatrix.report.model import MatrixReport
 from stackmatrix.report.stats import Verdict
 
 POLICIES = ("incompatible", "regression", "failed")
-_FAILED_PHASE = ("failed", "interrupted")
+_FAILED_PHASE = ("failed", "interrupted", "unreadable")
 
 
 def parse_fail_on(values: Sequence[str]) -> tuple[str, ...]:

@@ -162,7 +162,8 @@ def _compat(report: MatrixReport) -> str:
 
 
 def _status_badge(status: str) -> str:
-    tone = {"ok": "faster", "failed": "slower", "interrupted": "slower"}.get(status, "open")
+    tones = {"ok": "faster", "failed": "slower", "interrupted": "slower", "unreadable": "slower"}
+    tone = tones.get(status, "open")
     return _badge(status, tone)
 
 

@@ -49,7 +49,7 @@ def _phase_case(p: PhaseSummary) -> _Case:
     match p.status:
         case "ok":
             return (p.phase, "pass", "")
-        case "failed" | "interrupted":
+        case "failed" | "interrupted" | "unreadable":
             return (p.phase, "failure", f"{p.phase} {p.status} {detail}".strip())
         case _:
             return (p.phase, "skipped", f"{p.phase} {p.status} {detail}".strip())

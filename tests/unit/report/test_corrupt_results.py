@@ -192,3 +192,22 @@ def test_any_json_anywhere_is_a_report_or_exit_3(tmp_path_factory, target, key, 
         build_report(rd)
     except ResultsError as exc:
         assert target == "run.json", exc.message
+
+
+def test_a_corrupt_phase_result_is_unreadable_not_missing(tmp_path):
+    """A corrupt bench.json was summarized as "bench missing: no bench.json" (issue 16,
+    defect 15): it is unreadable, and the summary names the file."""
+    rd = results(tmp_path)
+    bench = rd / "cells" / "a" / "bench.json"
+    bench.write_text('{"trunc')
+    outcome = build_report(rd, fail_on=("failed",))
+    [summary] = [p for p in outcome.report.cell("a").phases if p.phase == "bench"]
+    assert summary.status == "unreadable" and str(bench) in summary.message
+    md = outcome.markdown.read_text()
+    assert f"bench unreadable: cannot read {bench}: not valid JSON" in md
+    assert "no bench.json" not in md
+    assert "a: bench unreadable" in outcome.policy_failures
+    assert f'failure message="bench unreadable : cannot read {bench}' in outcome.junit.read_text()
+    bench.write_text(json.dumps({**phase("a", "bench"), "data": {"launches": 5}}))
+    [summary] = [p for p in build_report(rd).report.cell("a").phases if p.phase == "bench"]
+    assert summary.message.startswith(f"{bench}: ")  # a shape problem, named by its file

@@ -142,7 +142,8 @@ def test_report_survives_missing_failed_and_corrupt_files(tmp_path):
     assert corrupt.compat == "not checked"
     assert "broken: build failed (resolve_failed)" in outcome.policy_failures
     assert any(f.startswith("eager: slower") for f in outcome.policy_failures)
-    assert len(outcome.policy_failures) == 2
+    assert "corrupt: bench unreadable" in outcome.policy_failures  # not success (defect 15)
+    assert len(outcome.policy_failures) == 3
     md = outcome.markdown.read_text()
     assert "build failed" in md and "bench.json unreadable" in md
     assert "resolve_failed" in md and "torch==9.9 does not exist: fix the pin" in md
