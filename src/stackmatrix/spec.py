@@ -622,6 +622,7 @@ def _bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
     p.unknown_keys("bench", b, BENCH_KEYS)
     engine = _choice(b, "engine", "bench", ENGINES, p) or "transformers"
     model = _str(b, "model", "bench", p, required=engine != "external") or ""
+    _check_model(b, model, p)
     url = _check_url(b.get("url"), "bench.url", p)
     if engine == "external" and not url:
         p.add("bench.url", 'engine = "external" needs url = "http://host:port"')
@@ -637,6 +638,22 @@ def _bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         tokenizer=_str(b, "tokenizer", "bench", p),
         workload=_workload(b, p),
     )
+
+
+# the models stackmatrix generates itself (pipeline._with_tiny_model)
+GENERATED_MODELS = ("stackmatrix:tiny-llama", "stackmatrix:tiny-llama-1b")
+
+
+def _check_model(bench: Mapping[str, Any], model: str, p: Problems) -> None:
+    """`model = ""` or a generated model that does not exist failed only at the bench,
+    after the builds (issue 16, item 17)."""
+    if "model" in bench and isinstance(bench["model"], str) and not model.strip():
+        p.add(
+            "bench.model", 'empty; name a model directory or hub name, or "stackmatrix:tiny-llama"'
+        )
+    elif model.startswith("stackmatrix:") and model not in GENERATED_MODELS:
+        p.add("bench.model", f"{model!r} is not a model stackmatrix generates; choose one of: "
+              f"{', '.join(GENERATED_MODELS)}")  # fmt: skip
 
 
 def _workload(bench: Mapping[str, Any], p: Problems) -> Workload:

@@ -389,3 +389,15 @@ def test_bench_sizes_have_sane_maxima() -> None:
         assert f"bench.{key}: {big} is above the maximum" in text
     raw["bench"] = {"model": "m", "workload": {"num_prompts": 200_000, "input_len": 1000}}
     assert "num_prompts x input_len = 200000000 prompt tokens" in "\n".join(problems(raw))
+
+
+def test_an_empty_or_unknown_generated_model_is_a_problem() -> None:
+    """Both passed validation and failed only at the bench (issue 16, item 17)."""
+    for model, expected in (
+        ("", "bench.model: empty"),
+        ("  ", "bench.model: empty"),
+        ("stackmatrix:tiny-llama-70b", "is not a model stackmatrix generates"),
+    ):
+        assert any(expected in x for x in problems({**MINIMAL, "bench": {"model": model}}))
+    for model in ("stackmatrix:tiny-llama", "stackmatrix:tiny-llama-1b", "org/model"):
+        assert parse_spec({**MINIMAL, "bench": {"model": model}}).bench is not None

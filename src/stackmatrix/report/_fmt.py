@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -70,14 +69,26 @@ def shorten(value: str | None, limit: int = 60) -> str:
 
 
 def facts_text(facts: dict[str, Any], limit: int = 160) -> str:
-    """Per-launch environment facts (clocks, load...) on one line."""
-    parts = []
-    for key, value in facts.items():
-        if value is None:
-            continue
-        shown = value if isinstance(value, str | int | float) else json.dumps(value, default=str)
-        parts.append(f"{key}={shown}")
+    """Per-launch environment facts (clocks, load...) on one line, `before.loadavg=
+    3.2/4.1/4.8`: nested facts as dotted keys, not raw JSON (issue 16, item 17)."""
+    parts = [f"{key}={value}" for key, value in _flat_facts("", facts)]
     return shorten(", ".join(parts), limit) if parts else ""
+
+
+def _flat_facts(prefix: str, value: Any) -> list[tuple[str, str]]:
+    if value is None or prefix.rsplit(".", 1)[-1] == "time":  # the clock is no cause
+        return []
+    if prefix.count(".") + prefix.count("[") > 8:  # results are input: bounded depth
+        return [(prefix, "…")]
+    if isinstance(value, dict):
+        return [
+            pair for k, v in value.items() for pair in _flat_facts(f"{prefix}.{k}".lstrip("."), v)
+        ]
+    if isinstance(value, list) and all(isinstance(x, str | int | float) for x in value):
+        return [(prefix, "/".join(str(x) for x in value))] if value else []
+    if isinstance(value, list):
+        return [pair for i, v in enumerate(value) for pair in _flat_facts(f"{prefix}[{i}]", v)]
+    return [(prefix, str(value))]
 
 
 def setting(d: Difference) -> str:

@@ -136,9 +136,13 @@ def _server_facts(cell: CellResults) -> list[Fact]:
     config = bench.get("effective_config")
     out: list[Fact] = []
     if isinstance(config, dict):
+        # the engine's version is one row, "engine version", not also "engine_version"
+        # from the effective config (issue 16, item 17)
+        folded = ("engine_version",) if bench.get("engine_version") else ()
         out += [
             Fact(key=f"server:{k}", value=redact(k, text(v)), source="server")
             for k, v in config.items()
+            if k not in folded
         ]
     if bench.get("engine_version"):
         engine = f"{bench.get('engine', 'engine')} {bench['engine_version']}"

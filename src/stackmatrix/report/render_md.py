@@ -34,7 +34,9 @@ def render(report: MatrixReport, *, details: bool = True) -> str:
 
 
 def _esc(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell: values a server or a results file reported are text, never HTML
+    (`</td><img ...>` was embedded as is; issue 16, item 17)."""
+    return _md_text(text).replace("|", "\\|")
 
 
 def _row(cells: Iterable[object]) -> str:
@@ -188,7 +190,7 @@ def _explanations(report: MatrixReport) -> str:
 
 
 def _md_text(value: object) -> str:
-    return str(value).replace("<", "&lt;").replace("\n", " ")
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace("\n", " ")
 
 
 def _drift_sections(report: MatrixReport) -> str:
@@ -260,7 +262,7 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
         f"{_fmt.count(n_unintended, 'unintended difference')}"
     )
     parts = [_phases_line(c)]
-    parts += [f"- problem: {p}" for p in c.problems]
+    parts += [f"- problem: {_md_text(p)}" for p in c.problems]
     parts.append(_findings_md(c.findings_by_phase))
     if c.drift:
         parts += [f"- {note}" for note in c.drift.not_compared]
@@ -288,7 +290,7 @@ def _phases_line(c: CellReport) -> str:
             text += f" ({p.code})"
         if p.message and not p.ok:
             first, _, rest = p.message.partition("\n")
-            text += f": {first}"
+            text += f": {_md_text(first)}"
             if rest.strip():
                 tail = "\n".join(rest.strip("\n").splitlines()[-_MESSAGE_LINES:])
                 blocks.append("```text\n" + tail.replace("`", "'") + "\n```")
@@ -303,7 +305,7 @@ def _findings_md(by_phase: dict[str, tuple[Finding, ...]]) -> str:
     for phase, findings in by_phase.items():
         lines = [f"**{PHASE_KINDS.get(phase, phase)}**"]
         for f in findings:
-            subject = f" ({f.subject})" if f.subject else ""
+            subject = f" ({_md_text(f.subject)})" if f.subject else ""
             lines.append(f"- {_ICON[f.severity]} `{f.code}`{subject}: {_esc(f.message)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
