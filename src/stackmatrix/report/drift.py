@@ -287,11 +287,14 @@ def _arg_names(args: Sequence[str] | str) -> set[str]:
 def _follows_from_channel(
     key: str, mine: Fact | None, theirs: Fact | None, differs: dict[str, Any]
 ) -> str | None:
-    """A CUDA-channel change explains local-label changes and the probe's CUDA version."""
+    """A CUDA-channel change explains local-label changes, the probe's CUDA version and
+    the driver that CUDA version needs (not the driver found; issue 16, item 17)."""
     field = next((f for f in _CHANNEL_FIELDS if f in differs), None)
     if field is None:
         return None
     if re.fullmatch(r"probe:(cuda|torch\.cuda|cuda_version|torch_cuda|torch\.arch_list)", key):
+        return field
+    if key in ("driver:cuda", "driver:required_min", "driver:family_min"):
         return field
     if mine is None or theirs is None:
         return None

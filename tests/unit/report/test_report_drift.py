@@ -231,3 +231,24 @@ def test_probe_versions_of_pinned_packages_are_intended(tmp_path, rules):
         "probe:imports.flashinfer.version",
     }
     assert drift.unintended == ()  # import timings are measurements, never compared
+
+
+def test_the_driver_a_cuda_change_needs_is_intended(tmp_path, rules):
+    """`cuda = "13.0"` made "driver cuda 12.8 -> 13.0" and "driver required_min"
+    unintended differences (issue 16, item 17); the driver found is still compared."""
+    patterns, ranking = rules
+
+    def cell(cid: str, cuda: str, required: str, found: str) -> CellResults:
+        driver = {"cuda": cuda, "required_min": required, "family_min": required[:3],
+                  "found": found, "source": "host"}  # fmt: skip
+        check = PhaseResult(phase="check", cell=cid, status=Status.OK, inputs_hash="h",
+                            data={"probe": {}, "driver": driver})  # fmt: skip
+        return CellResults(id=cid, path=tmp_path, phases={"check": check})
+
+    base, mine = cell("a", "12.8", "570.26", "580.1"), cell("b", "13.0", "580.65", "590.2")
+    differs = {"cuda": ["12.8", "13.0"]}
+    drift = diff(collect(mine, patterns), collect(base, patterns), differs=differs, ranking=ranking)
+    intended = {d.key: d.because for d in drift.intended}
+    assert intended["driver:cuda"] == intended["driver:required_min"] == "cuda"
+    assert intended["driver:family_min"] == "cuda"
+    assert [d.key for d in drift.unintended] == ["driver:found"]
