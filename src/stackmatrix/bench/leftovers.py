@@ -73,8 +73,8 @@ def _reap_one(path: Path) -> str:
         return f"unreadable record {path.name} ({exc}); nothing stopped"
     what = f"server of an earlier run (process group {pgid}, port {port}, {data.get('log')})"
     container = data.get("container")
-    if container:
-        _remove_container(str(container))
+    if container and data.get("boot_id") == _boot_id():  # this machine's (a merged piece
+        _remove_container(str(container))  # may come from another); ours by its label
     if not _ours(pgid, data):
         return f"{what} is gone (or its pid now belongs to another process); nothing stopped"
     stopped = _stop_group(pgid)

@@ -65,3 +65,16 @@ def test_a_server_that_ended_and_a_corrupt_record(tmp_path, server):
     lines = leftovers.reap(tmp_path / "run")
     assert "is gone" in lines[0] and lines[1].startswith("b: unreadable record")
     assert list((tmp_path / "run" / "cells").glob("*/*.live.json")) == []
+
+
+def test_a_container_is_removed_only_on_the_machine_that_recorded_it(tmp_path, server, monkeypatch):
+    removed: list[str] = []
+    monkeypatch.setattr(leftovers, "_remove_container", removed.append)
+    record = leftovers.record(_log(tmp_path), server, 18123, "stackmatrix-0123456789ab")
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, "boot_id": "another-machine"}))
+    [line] = leftovers.reap(tmp_path / "run")
+    assert removed == [] and "nothing stopped" in line and server.poll() is None
+    leftovers.record(_log(tmp_path / "again"), server, 18123, "stackmatrix-0123456789ab")
+    leftovers.reap(tmp_path / "again" / "run")
+    assert removed == ["stackmatrix-0123456789ab"]
