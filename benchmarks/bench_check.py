@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 GOAL_S = 1.0  # per cell, outside the runtime probe
+WIDTH = 36  # of the labels: cell ids up to 19 characters line up
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -97,14 +98,14 @@ def report(args: argparse.Namespace, runs: dict[bool, list[dict[str, Any]]]) -> 
         print("a cached run missed: stackmatrix's code or compat data changed meanwhile")
         return False
     print(f"spec {args.spec}, --jobs {args.jobs}, medians of {args.repeats} runs")
-    print(f"{'':<32} {'no cache':>9} {'cached':>8} {'ratio':>7}")
+    print(f"{'':<{WIDTH}} {'no cache':>9} {'cached':>8} {'ratio':>7}")
     worst = 0.0
     for cell in sorted(cold[0]["cells"]):
         before = median(cold, "cells", cell, "outside_probe")
         after = median(warm, "cells", cell, "outside_probe")
         probe = median(warm, "cells", cell, "probe")
         worst = max(worst, after)
-        line(f"{cell}: check outside the probe", before, after, f"(probe {probe:.2f} s)")
+        line(f"{cell}: outside the probe", before, after, f"(probe {probe:.2f} s)")
     line("whole `stackmatrix check`", median(cold, "wall"), median(warm, "wall"))
     if args.jobs == 1:  # with parallel checks the probes overlap: nothing to subtract
         before, after = (
@@ -120,7 +121,9 @@ def report(args: argparse.Namespace, runs: dict[bool, list[dict[str, Any]]]) -> 
 
 
 def line(label: str, before: float, after: float, note: str = "") -> None:
-    print(f"{label:<32} {before:>7.3f} s {after:>6.3f} s {before / after:>6.1f}x {note}".rstrip())
+    print(
+        f"{label:<{WIDTH}} {before:>7.3f} s {after:>6.3f} s {before / after:>6.1f}x {note}".rstrip()
+    )
 
 
 if __name__ == "__main__":
