@@ -1,36 +1,54 @@
-"""The one low-level subprocess runner.
+"""The one process layer: every child stackmatrix starts is started here.
 
-argv lists only (never a shell string), a timeout, output appended to a log file,
-and on timeout or Ctrl-C: SIGTERM, then SIGKILL, to the child's own process group
-only (the child is started in a new session, so the group is exactly what we
-started). Typed failures live in the callers.
+Three ways, with the same guarantees (issue 14 found three with different ones):
+
+- `run`: to completion, output captured (and appended to a log file);
+- `stream`: to completion, each output line written to the log as it comes (a person
+  can `tail -f` a long build) and handed to a callback;
+- `start`: a long-lived child (a server), stopped by the caller with `stop`.
+
+All take argv lists (never a shell string), log the argv redacted, start the child in
+a new session (so its process group is exactly what we started) and register it, so
+that Ctrl-C (`terminate_all`, called by the CLI's SIGINT handler) stops it wherever
+the main thread is: SIGTERM to its group, SIGKILL after a grace period. Only our own
+children: by the process group of a child we started, never by name. Typed failures
+live in the callers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from stackmatrix._secrets import redact_argv
 
 log = logging.getLogger(__name__)
 
-TERM_GRACE_S = 10.0
+TERM_GRACE_S = 10.0  # after a timeout or at `stop`: time to shut down cleanly
+INTERRUPT_GRACE_S = 5.0  # after Ctrl-C: the person is waiting
+KILL_WAIT_S = 5.0
+READER_JOIN_S = 5.0  # a grandchild that left our group may hold the pipe open
 
-# Children started by `run`, so an interrupt in the main thread can stop the ones
-# that worker threads are waiting on (only ours: we track the pids we started).
+# Children started here, so an interrupt in the main thread can stop the ones that
+# worker threads are waiting on (only ours: we track the processes we started).
 _RUNNING: set[subprocess.Popen[bytes]] = set()
 _RUNNING_LOCK = threading.RLock()  # re-entrant: terminate_all may run in a signal handler
 
 
 _INTERRUPTED = threading.Event()
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C arrived before a long-lived child could be started."""
 
 
 def interrupted() -> bool:
@@ -39,12 +57,11 @@ def interrupted() -> bool:
 
 
 def terminate_all() -> None:
-    """Stop every child process group that `run` started and that still runs."""
+    """Stop every child process group started here that still runs, all at once."""
     _INTERRUPTED.set()
     with _RUNNING_LOCK:
         procs = list(_RUNNING)
-    for proc in procs:
-        kill_group(proc, grace_s=5.0)
+    _kill_groups(procs, grace_s=INTERRUPT_GRACE_S)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,18 +82,90 @@ class ProcResult:
 
 def kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM then SIGKILL the process group that `proc` leads (ours alone)."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+    _kill_groups([proc], grace_s=grace_s)
+
+
+def _kill_groups(procs: Iterable[subprocess.Popen[bytes]], *, grace_s: float) -> None:
+    # Signal every group first, then wait: n children stop in one grace period, not n.
+    live = [p for p in procs if p.poll() is None]
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, KILL_WAIT_S)):
+        live = [p for p in live if _signal_group(p, sig)]
+        deadline = time.monotonic() + wait_s
+        live = [p for p in live if not _exited_by(p, deadline)]
+        if not live:
             return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> bool:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _exited_by(proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _not_started(argv: tuple[str, ...]) -> ProcResult:
+    # Ctrl-C already arrived: a worker thread must not start new children
+    return ProcResult(
+        argv=argv, returncode=-2, duration_s=0.0, timed_out=False, output="not started: interrupted"
+    )
+
+
+def _popen(
+    argv: tuple[str, ...],
+    *,
+    what: str,
+    stdin: int,
+    stdout: int | IO[bytes],
+    env: Mapping[str, str] | None,
+    cwd: Path | None,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in a new session and register it for Ctrl-C."""
+    log.debug("%s %s", what, shown(argv))
+    proc = subprocess.Popen(
+        argv,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    if interrupted():  # terminate_all ran between the caller's check and the registration
+        kill_group(proc, grace_s=INTERRUPT_GRACE_S)
+    return proc
+
+
+def _forget(proc: subprocess.Popen[bytes]) -> None:
+    with _RUNNING_LOCK:
+        _RUNNING.discard(proc)
+
+
+def shown(argv: Sequence[str]) -> str:
+    """`argv` as a display line with secrets redacted (never run by a shell)."""
+    return " ".join(redact_argv(argv))
+
+
+@contextlib.contextmanager
+def _waited_on(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Whatever ends the wait (an exception, Ctrl-C), the child does not outlive it."""
+    try:
+        yield
+    except BaseException:
+        kill_group(proc)
+        raise
+    finally:
+        _forget(proc)
 
 
 def run(
@@ -90,46 +179,117 @@ def run(
 ) -> ProcResult:
     """Run `argv` to completion; never raises for a non-zero exit."""
     argv = tuple(str(a) for a in argv)
-    start = time.monotonic()
     if interrupted():
-        # Ctrl-C already arrived: a worker thread must not start new children
-        return ProcResult(
-            argv=argv,
-            returncode=-2,
-            duration_s=0.0,
-            timed_out=False,
-            output="not started: interrupted",
-        )
-    log.debug("run %s", argv)
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=dict(env) if env is not None else None,
-        cwd=cwd,
-        start_new_session=True,
-    )
+        return _not_started(argv)
+    start = time.monotonic()
+    stdin = subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL
+    proc = _popen(argv, what="run", stdin=stdin, stdout=subprocess.PIPE, env=env, cwd=cwd)
     timed_out = False
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
-    if interrupted():  # terminate_all ran between the check above and the registration
-        kill_group(proc, grace_s=5.0)
-    try:
-        out, _ = proc.communicate(input=stdin_data, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc)
-        out, _ = proc.communicate()
-    except BaseException:
-        kill_group(proc)
-        raise
-    finally:
-        with _RUNNING_LOCK:
-            _RUNNING.discard(proc)
+    with _waited_on(proc):
+        try:
+            out, _ = proc.communicate(input=stdin_data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+            out, _ = proc.communicate()
     text = out.decode("utf-8", errors="replace")
     if log_path is not None:
         _append_log(log_path, argv, text, proc.returncode, timed_out)
+    return _result(argv, proc, start, timed_out, text)
+
+
+def stream(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> ProcResult:
+    """Run `argv` to completion, appending each output line to the log as it comes and
+    handing it (without its newline) to `on_line`; never raises for a non-zero exit."""
+    argv = tuple(str(a) for a in argv)
+    if interrupted():
+        return _not_started(argv)
+    start = time.monotonic()
+    lines: list[str] = []
+    with _log_file(log_path, argv) as fh:
+        proc = _popen(
+            argv, what="stream", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, cwd=cwd
+        )
+        reader = threading.Thread(
+            target=_copy_lines, args=(proc, fh, lines, on_line), name="stream-reader", daemon=True
+        )
+        reader.start()
+        timed_out = False
+        with _waited_on(proc):
+            try:
+                # always a finite wait: it polls, so the SIGINT handler can reap too
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_group(proc)
+        reader.join(timeout=READER_JOIN_S)
+        rc = proc.returncode if not timed_out else -1
+        fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n".encode())
+    return _result(argv, proc, start, timed_out, "".join(lines))
+
+
+def _copy_lines(
+    proc: subprocess.Popen[bytes],
+    fh: IO[bytes],
+    lines: list[str],
+    on_line: Callable[[str], None] | None,
+) -> None:
+    assert proc.stdout is not None
+    with proc.stdout, contextlib.suppress(ValueError):  # the log closed: `stream` gave up on us
+        for raw in proc.stdout:
+            fh.write(raw)
+            fh.flush()
+            line = raw.decode("utf-8", errors="replace")
+            lines.append(line)
+            if on_line is not None:
+                on_line(line.rstrip("\r\n"))
+
+
+def start(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a long-lived child whose output goes straight into the log; the caller
+    stops it with `stop` (Ctrl-C stops it too). Raises `Interrupted` after Ctrl-C."""
+    argv = tuple(str(a) for a in argv)
+    if interrupted():
+        raise Interrupted(f"not started after Ctrl-C: {shown(argv)}")
+    with _log_file(log_path, argv) as fh:
+        # the child keeps its own copy of the descriptor: ours can close
+        return _popen(argv, what="start", stdin=subprocess.DEVNULL, stdout=fh, env=env, cwd=cwd)
+
+
+def stop(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
+    """Stop a child from `start`: SIGTERM then SIGKILL to its process group."""
+    try:
+        kill_group(proc, grace_s=grace_s)
+    finally:
+        _forget(proc)
+
+
+@contextlib.contextmanager
+def _log_file(path: Path, argv: tuple[str, ...]) -> Iterator[IO[bytes]]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as fh:
+        fh.write(f"$ {shown(argv)}\n".encode())
+        fh.flush()
+        yield fh
+
+
+def _result(
+    argv: tuple[str, ...], proc: subprocess.Popen[bytes], start: float, timed_out: bool, text: str
+) -> ProcResult:
     return ProcResult(
         argv=argv,
         returncode=proc.returncode if not timed_out else -1,
@@ -142,5 +302,5 @@ def run(
 def _append_log(path: Path, argv: tuple[str, ...], text: str, rc: int, timed_out: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(f"$ {' '.join(redact_argv(argv))}\n{text}")
+        fh.write(f"$ {shown(argv)}\n{text}")
         fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n")

@@ -1,11 +1,30 @@
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.ctrl_c import INTERRUPTED_EXIT, ctrl_c_during_stream
 
 from stackmatrix import _proc
+from stackmatrix.bench import server
+from stackmatrix.envs import _docker_cli
+
+TOKEN = "hf_" + "0123456789abcdef" * 2  # the shape of a Hugging Face token
+SECRET_ARGS = ("--hf-token", TOKEN, f"--api-key={TOKEN}")
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """terminate_all here stops only this test's children and interrupts no other test."""
+    monkeypatch.setattr(_proc, "_INTERRUPTED", threading.Event())
+    monkeypatch.setattr(_proc, "_RUNNING", set())
 
 
 def test_run_captures_output_and_logs(tmp_path: Path) -> None:
@@ -52,10 +71,138 @@ def test_argv_is_never_a_shell_string(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_no_new_child_after_an_interrupt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("fresh_registry")
+def test_no_new_child_after_an_interrupt(tmp_path: Path) -> None:
     marker = tmp_path / "started"
-    monkeypatch.setattr(_proc, "_INTERRUPTED", _proc.threading.Event())
+    argv = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
     _proc.terminate_all()
-    result = _proc.run([sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
-    assert not result.ok and "interrupted" in result.output
+    for result in (_proc.run(argv), _proc.stream(argv, log_path=tmp_path / "s.log", timeout=60)):
+        assert not result.ok and "interrupted" in result.output
+    with pytest.raises(_proc.Interrupted):
+        _proc.start(argv, log_path=tmp_path / "server.log")
     assert not marker.exists()
+
+
+def _sleeper(pidfile: Path) -> list[str]:
+    """A child that records its pid, says it started, and would run for two minutes."""
+    code = (
+        f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
+        "print('started', flush=True); time.sleep(120)"
+    )
+    return [sys.executable, "-c", code]
+
+
+def _said_started(log: Path) -> bool:
+    # a line of its own: the log's first line, the argv, holds the word too
+    return log.is_file() and "started" in log.read_text().splitlines()
+
+
+@pytest.fixture
+def sleeper_pidfile(tmp_path: Path) -> Iterator[Path]:
+    """Where a sleeper writes its pid; a sleeper still alive at the end is killed (ours:
+    the pid is checked against the pid file's path in its command line)."""
+    pidfile = tmp_path / "child.pid"
+    yield pidfile
+    if not pidfile.is_file():
+        return
+    pid = int(pidfile.read_text())
+    try:
+        if str(pidfile).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGKILL)
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+
+
+def test_ctrl_c_stops_a_streamed_child_within_seconds(
+    tmp_path: Path, sleeper_pidfile: Path
+) -> None:
+    # issue 14: a build streamed from a worker thread ran on to its end after Ctrl-C
+    log = tmp_path / "build.log"
+
+    stopped = ctrl_c_during_stream(
+        _sleeper(sleeper_pidfile), log, started=lambda: _said_started(log)
+    )
+    assert stopped.returncode == INTERRUPTED_EXIT, stopped.output
+    assert stopped.seconds < 10, f"stackmatrix took {stopped.seconds:.1f} s to stop"
+    assert _dead(int(sleeper_pidfile.read_text()))
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_terminate_all_stops_a_streamed_child(tmp_path: Path, sleeper_pidfile: Path) -> None:
+    log = tmp_path / "stream.log"
+    results: list[_proc.ProcResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(
+            _proc.stream(_sleeper(sleeper_pidfile), log_path=log, timeout=600)
+        )
+    )
+    worker.start()
+    _wait_for(lambda: _said_started(log))
+    _proc.terminate_all()  # what the SIGINT handler does
+    worker.join(timeout=10)
+    assert not worker.is_alive() and results and not results[0].ok
+    assert _dead(int(sleeper_pidfile.read_text()))
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_ctrl_c_stops_a_server(tmp_path: Path, sleeper_pidfile: Path) -> None:
+    proc = server._start(_sleeper(sleeper_pidfile), {}, tmp_path / "server.log")
+    try:
+        _wait_for(sleeper_pidfile.is_file)
+        _proc.terminate_all()
+        proc.wait(timeout=10)
+    finally:
+        _proc.kill_group(proc, grace_s=1.0)
+    assert _dead(int(sleeper_pidfile.read_text()))
+
+
+def test_stream_hands_each_line_to_the_callback_as_it_comes(tmp_path: Path) -> None:
+    seen: list[str] = []
+    code = "import time\nfor i in range(3):\n    print(f'line {i}', flush=True); time.sleep(0.2)"
+    res = _proc.stream(
+        [sys.executable, "-c", code], log_path=tmp_path / "s.log", timeout=60, on_line=seen.append
+    )
+    assert res.ok and seen == ["line 0", "line 1", "line 2"]
+    assert "line 2" in res.output and "[exit 0]" in (tmp_path / "s.log").read_text()
+
+
+def test_stream_timeout_kills_the_child(tmp_path: Path, sleeper_pidfile: Path) -> None:
+    res = _proc.stream(_sleeper(sleeper_pidfile), log_path=tmp_path / "s.log", timeout=2)
+    assert res.timed_out and not res.ok and "started" in res.output
+    assert _dead(int(sleeper_pidfile.read_text()))
+
+
+def test_streamed_argv_is_redacted_in_the_log_and_in_logging(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "build.log"
+    with caplog.at_level(logging.DEBUG):
+        res = _docker_cli.run_streaming(
+            [sys.executable, "-c", "pass", *SECRET_ARGS], log_path=log, timeout=60
+        )
+    assert res.ok
+    text = log.read_text()
+    assert TOKEN not in text and "--hf-token <redacted> --api-key=<redacted>" in text
+    assert TOKEN not in caplog.text
+
+
+@pytest.mark.parametrize("how", ["run", "start"])
+def test_every_way_to_start_a_child_logs_its_argv_redacted(
+    how: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "x.log"
+    argv = [sys.executable, "-c", "pass", *SECRET_ARGS]
+    with caplog.at_level(logging.DEBUG):
+        if how == "run":
+            _proc.run(argv, log_path=log)
+        else:
+            _proc.stop(_proc.start(argv, log_path=log))
+    assert "<redacted>" in log.read_text() and TOKEN not in log.read_text()
+    assert "<redacted>" in caplog.text and TOKEN not in caplog.text
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)

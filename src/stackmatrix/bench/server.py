@@ -1,8 +1,9 @@
 """Server lifecycle: launch, wait until ready, and tear down on every exit path.
 
-The server runs in its own session (so its process group holds exactly what we
-started); teardown sends SIGTERM then SIGKILL to that group only, then proves the
-port is free and, where nvidia-smi exists, that no process we started holds a GPU.
+The server is started by `_proc.start`: in its own session (so its process group
+holds exactly what we started) and registered, so Ctrl-C stops it too. Teardown sends
+SIGTERM then SIGKILL to that group only, then proves the port is free and, where
+nvidia-smi exists, that no process we started holds a GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
-from stackmatrix._secrets import redact_argv
 from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
 from stackmatrix.envs.base import Environment
@@ -199,20 +199,8 @@ def _argv(
 
 
 def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as fh:
-        shown = " ".join(redact_argv(argv))  # a display line, never run by a shell
-        fh.write(f"$ {shown}\n".encode())
-        fh.flush()
-        log.info("starting server: %s", shown)
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
-            start_new_session=True,
-        )
+    log.info("starting server: %s", _proc.shown(argv))
+    return _proc.start(argv, log_path=log_path, env={**os.environ, **env})
 
 
 def wait_ready(server: RunningServer, engine: Engine, timeout_s: float) -> None:
@@ -241,7 +229,7 @@ def wait_ready(server: RunningServer, engine: Engine, timeout_s: float) -> None:
 def stop(proc: subprocess.Popen[bytes], port: int, container: str | None) -> Teardown:
     """SIGTERM/SIGKILL our process group, remove our container, then prove it is gone."""
     pids = group_pids(proc.pid)
-    _proc.kill_group(proc)
+    _proc.stop(proc)
     if container is not None:
         from stackmatrix.envs import docker
 

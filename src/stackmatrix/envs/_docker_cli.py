@@ -7,8 +7,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,42 +130,6 @@ def run_streaming(
     timeout: float,
     env: Mapping[str, str] | None = None,
 ) -> _proc.ProcResult:
-    """Like `_proc.run`, but the child writes straight into the log as it goes, so a
-    person can follow a long build with `tail -f`. Kills only the child's own group."""
-    argv = tuple(str(a) for a in argv)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    with log_path.open("ab") as fh:
-        fh.write(f"$ {' '.join(argv)}\n".encode())
-        fh.flush()
-        offset = fh.tell()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env=dict(env) if env is not None else None,
-            start_new_session=True,
-        )
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _proc.kill_group(proc)
-        except BaseException:
-            _proc.kill_group(proc)
-            raise
-    rc = proc.returncode if not timed_out else -1
-    with log_path.open("ab") as fh:
-        fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n".encode())
-    with log_path.open("rb") as fh:
-        fh.seek(offset)
-        output = fh.read().decode("utf-8", errors="replace")
-    return _proc.ProcResult(
-        argv=argv,
-        returncode=rc,
-        duration_s=time.monotonic() - start,
-        timed_out=timed_out,
-        output=output,
-    )
+    """A build whose log a person can follow with `tail -f` (`_proc.stream`: Ctrl-C
+    stops it, its argv is logged redacted)."""
+    return _proc.stream(argv, log_path=log_path, timeout=timeout, env=env)
