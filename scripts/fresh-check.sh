@@ -9,7 +9,9 @@
 #
 # --warm runs both commands a second time in the same clone and HOME (caches now warm)
 # and prints those times too. --keep leaves the clone, the HOME and the logs in place.
-# Exits 0 when every command passed, 1 when one failed, 2 on bad usage.
+# Exits 0 when every command passed, 1 when one failed, 2 on bad usage. The main job
+# also fails the check when a cell failed (`stackmatrix run` exits 0 then: the CPU
+# spec's policy fails only on errors, but on a fresh machine every cell must work).
 # What lives outside HOME is the machine's and stays as it is: the system packages and
 # the Docker engine that scripts/setup-host.sh installs and starts (the engine's image
 # count is printed, so a warm engine is visible in the result).
@@ -107,6 +109,11 @@ for result in "${results[@]}"; do
     summary=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$log" | tail -n 1)
     [[ -n $summary ]] && echo "fresh-check:                 pytest: $summary"
     ((code == 0)) || failed=1
+    # the cells' phases as `stackmatrix run` lists them after "results:"
+    while read -r cell_line; do
+        echo "fresh-check:                 cell: $cell_line"
+        [[ $cell_line == *=failed* ]] && failed=1
+    done < <(grep -E '^  [A-Za-z0-9][A-Za-z0-9._-]* +build=' "$log")
 done
 if ((failed)); then
     echo "fresh-check: FAIL"
