@@ -6,6 +6,7 @@ Prints each progress line; exits 0, or 128 + the signal that stopped it, as the 
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 
 
 def main(run_dir: Path, fake: Path) -> int:
+    # as in a terminal session: a test run under nohup would pass SIGHUP on ignored
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     spec = Spec(
         name="signals",
         path=str(run_dir.parent / "spec.toml"),

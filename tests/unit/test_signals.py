@@ -16,8 +16,11 @@ import pytest
 # `inspect` of a wheel, its unpacking slowed so that the signal arrives mid-way
 SLOW_INSPECT = textwrap.dedent(
     """
-    import sys, time, zipfile
+    import signal, sys, time, zipfile
     from stackmatrix.cli import main
+
+    # as in a terminal session: a test run under nohup would pass SIGHUP on ignored
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
     real = zipfile.ZipFile.extract
     def slow(self, *args, **kwargs):

@@ -335,19 +335,21 @@ def test_layering_fields_change_the_hash_only_when_set() -> None:
     assert content_hash(plain) != content_hash(layered.cell("a"))
 
 
+_BOUNDED = (
+    "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+    "from stackmatrix.cli import main; sys.exit(main(['validate', sys.argv[1]]))"
+)
+
+
 def _validate_bounded(path: Path) -> tuple[int, str]:
     """`stackmatrix validate PATH` in a child with 20 s and 1 GiB: a regression hangs or
     grows without bound, and fails here instead of taking the test run with it."""
-    import resource
     import subprocess
     import sys
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-
     proc = subprocess.run(
-        [sys.executable, "-m", "stackmatrix", "validate", str(path)],
-        capture_output=True, text=True, timeout=20, preexec_fn=limit, check=False,
+        [sys.executable, "-c", _BOUNDED, str(path)],
+        capture_output=True, text=True, timeout=20, check=False,
     )  # fmt: skip
     return proc.returncode, proc.stderr
 
