@@ -37,11 +37,18 @@ def import_path(environment: Environment) -> tuple[Path, ...]:
     declared = tuple(environment.site_packages)
     if environment.root != Path("/"):
         return declared
-    result = _proc.run(
-        [*environment.python, "-c", _SCRIPT],
-        timeout=60.0,
-        env={**os.environ, **environment.env},
-    )
+    interpreter = environment.python[0] if environment.python else ""
+    if not interpreter or (Path(interpreter).is_absolute() and not Path(interpreter).is_file()):
+        return declared  # a directory inspected without its interpreter (a copied venv)
+    try:
+        result = _proc.run(
+            [*environment.python, "-c", _SCRIPT],
+            timeout=60.0,
+            env={**os.environ, **environment.env},
+        )
+    except OSError as exc:
+        log.warning("could not run %s to read its sys.path: %s", interpreter, exc)
+        return declared
     if not result.ok:
         log.warning("could not read the interpreter's sys.path: %s", result.tail(3))
         return declared
