@@ -274,7 +274,8 @@ def package_version(
 ) -> str | None:
     """The installed version of `package` in the environment that `python` runs."""
     code = f"import importlib.metadata as m; print(m.version({package!r}))"
-    result = _proc.run([*python, "-c", code], timeout=60.0, env=env)
+    # 180 s: in a docker cell this is a `docker run`, which took up to 55 s on a busy host
+    result = _proc.run([*python, "-c", code], timeout=180.0, env=env)
     if not result.ok:
         log.debug("no version for %s: %s", package, result.tail(3))
         return None
