@@ -43,9 +43,22 @@ def is_secret_value(value: object) -> bool:
     return isinstance(value, str) and bool(_SECRET_VALUE.search(value))
 
 
+# The password of a URL's user info (`https://user:TOKEN@index.example/simple`); a lone
+# `https://TOKEN@host` is a token too. The user name and the host stay readable.
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^/\s:@]+)(?P<password>:[^/\s@]*)?@"
+)
+
+
+def _url_userinfo(m: re.Match[str]) -> str:
+    if m.group("password") is None:
+        return f"{m.group('scheme')}{REDACTED}@"
+    return f"{m.group('scheme')}{m.group('user')}:{REDACTED}@"
+
+
 def redact_text(text: str) -> str:
     """`text` with every credential-shaped substring replaced."""
-    return _SECRET_VALUE.sub(REDACTED, text)
+    return _URL_USERINFO.sub(_url_userinfo, _SECRET_VALUE.sub(REDACTED, text))
 
 
 def redact(data: Any) -> Any:

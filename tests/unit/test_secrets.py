@@ -6,6 +6,7 @@ from stackmatrix._secrets import (
     is_secret_name,
     redact,
     redact_argv,
+    redact_text,
 )
 
 
@@ -74,3 +75,16 @@ def test_probe_script_uses_the_same_secret_words() -> None:
     from stackmatrix.compat import _probe_script
 
     assert _probe_script.CREDENTIAL_NAME_PATTERN == CREDENTIAL_NAME_PATTERN
+
+
+def test_credentials_in_urls_keep_the_user_and_host() -> None:
+    url = "https://__token__:pypi-AgEIcHlwaS5vcmc@index.example/simple"
+    assert redact_text(url) == f"https://__token__:{REDACTED}@index.example/simple"
+    assert redact_text("git+https://ghtoken123@github.com/o/r") == (
+        f"git+https://{REDACTED}@github.com/o/r"
+    )
+    argv = ["uv", "pip", "compile", "--extra-index-url", url, "--find-links", "/opt/wheels"]
+    assert url not in " ".join(redact_argv(argv))
+    assert redact_text("https://index.example/simple") == "https://index.example/simple"
+    pins = {"pins": ["pkg @ https://u:p4ss@host.example/pkg-1.0-py3-none-any.whl"]}
+    assert "p4ss" not in str(redact(pins))
