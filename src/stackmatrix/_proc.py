@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from stackmatrix._secrets import redact_argv
+from stackmatrix._secrets import redact_argv, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -245,9 +245,10 @@ def _copy_lines(
     assert proc.stdout is not None
     with proc.stdout, contextlib.suppress(ValueError):  # the log closed: `stream` gave up on us
         for raw in proc.stdout:
-            fh.write(raw)
-            fh.flush()
             line = raw.decode("utf-8", errors="replace")
+            hidden = redact_text(line)
+            fh.write(raw if hidden == line else hidden.encode("utf-8"))
+            fh.flush()
             lines.append(line)
             if on_line is not None:
                 on_line(line.rstrip("\r\n"))
@@ -302,5 +303,5 @@ def _result(
 def _append_log(path: Path, argv: tuple[str, ...], text: str, rc: int, timed_out: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(f"$ {shown(argv)}\n{text}")
+        fh.write(f"$ {shown(argv)}\n{redact_text(text)}")
         fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n")

@@ -12,8 +12,10 @@ bearer header), whatever its name.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 # Kept in step with compat/_probe_script.py, which runs inside a cell's interpreter
@@ -81,22 +83,77 @@ def _credential_like(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """`--api-key X` and `--hf-token=X` keep the flag, lose the value."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
+def _argv_secrets(argv: Sequence[str]) -> Iterator[tuple[int, str, str]]:
+    """(index, flag prefix, secret value) of each value a secret flag hands over:
+    `--api-key X` gives (i+1, "", X), `--hf-token=X` gives (i, "--hf-token=", X)."""
+    take_next = False
+    for i, arg in enumerate(argv):
+        if take_next:
+            take_next = False
+            yield i, "", arg
             continue
-        flag, eq, _ = arg.partition("=")
+        flag, eq, value = arg.partition("=")
         if flag.startswith("-") and is_secret_name(flag.lstrip("-")):
             if eq:
-                out.append(f"{flag}={REDACTED}")
+                yield i, f"{flag}=", value
             else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(redact_text(arg))
+                take_next = True
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """`--api-key X` and `--hf-token=X` keep the flag, lose the value."""
+    out = [redact_text(a) for a in argv]
+    for i, prefix, _ in _argv_secrets(argv):
+        out[i] = f"{prefix}{REDACTED}"
     return out
+
+
+def secret_values(argv: Sequence[str] = (), env: Mapping[str, str] | None = None) -> set[str]:
+    """The values a command line and an environment hand over as secrets (`--api-key X`,
+    `--hf-token=X`, `HF_TOKEN=X`): what a child may print back in clear (sglang logs
+    its whole ServerArgs, api_key included)."""
+    found = {value for _, _, value in _argv_secrets(argv)}
+    found |= {v for k, v in (env or {}).items() if is_secret_name(k) and _credential_like(v)}
+    return {v for v in found if len(v) >= _MIN_SECRET_LEN}
+
+
+_MIN_SECRET_LEN = 4  # shorter "secrets" (`--api-key x`) would redact half of every log
+
+
+def redact_files(*paths: Path, known: Iterable[str] = ()) -> None:
+    """Files a tool had to read or write with credentials in them (uv's requirements and
+    lock, a docker build context, a server's log) keep none once it is done: rewritten
+    line by line with credential-shaped values and the `known` secrets hidden, so they
+    stay for the user to read. A missing, linked or unreadable file is left alone."""
+    literals = sorted({k for k in known if k}, key=len, reverse=True)
+    for path in paths:
+        try:
+            _redact_file(path, literals)
+        except (OSError, UnicodeDecodeError):
+            continue
+
+
+def _redact_file(path: Path, literals: list[str]) -> None:
+    if path.is_symlink() or not path.is_file():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.redacting")
+    changed = False
+    enc, err = "utf-8", "surrogateescape"
+    # "x": never through a link or onto a file someone else put there
+    with path.open("r", encoding=enc, errors=err, newline="") as src, \
+            tmp.open("x", encoding=enc, errors=err, newline="") as dst:  # fmt: skip
+        for line in src:
+            hidden = redact_text(line)
+            for literal in literals:
+                hidden = hidden.replace(literal, REDACTED)
+            changed = changed or hidden != line
+            dst.write(hidden)
+    if changed:
+        tmp.replace(path)
+    else:
+        tmp.unlink()
+
+
+def has_credentials(*values: str) -> bool:
+    """Whether any of `values` (URLs, pins) carries something redact_text would hide."""
+    return any(redact_text(v) != v for v in values)

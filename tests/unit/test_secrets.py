@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from stackmatrix._secrets import (
     CREDENTIAL_NAME_PATTERN,
     REDACTED,
     is_secret_name,
     redact,
     redact_argv,
+    redact_files,
     redact_text,
+    secret_values,
 )
 
 
@@ -88,3 +92,28 @@ def test_credentials_in_urls_keep_the_user_and_host() -> None:
     assert redact_text("https://index.example/simple") == "https://index.example/simple"
     pins = {"pins": ["pkg @ https://u:p4ss@host.example/pkg-1.0-py3-none-any.whl"]}
     assert "p4ss" not in str(redact(pins))
+
+
+def test_secret_values_from_flags_and_environment() -> None:
+    argv = ["serve", "--api-key", "k-12345", "--hf-token=hf-abcdef", "--port", "30000",
+            "--tokenizer-path", "/models/tok"]  # fmt: skip
+    env = {"HF_TOKEN": "tok-999", "MAX_TOTAL_TOKENS": "4096", "AUTH": ""}
+    assert secret_values(argv, env) == {"k-12345", "hf-abcdef", "tok-999"}
+    assert secret_values(["--api-key", "x"]) == set()  # too short to hide safely
+
+
+def test_redact_files_rewrites_only_what_holds_a_secret(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"ServerArgs(api_key='k-12345', port=1)\nfrom https://u:pw@h/simple\n\xff\n")
+    clean = tmp_path / "clean.log"
+    clean.write_text("nothing here\n")
+    before = clean.stat().st_mtime_ns
+    link = tmp_path / "link.log"
+    link.symlink_to(log)
+    redact_files(log, clean, link, tmp_path / "missing.log", known=["k-12345"])
+    assert log.read_bytes() == (
+        f"ServerArgs(api_key='{REDACTED}', port=1)\nfrom https://u:{REDACTED}@h/simple\n"
+        .encode() + b"\xff\n"
+    )  # fmt: skip
+    assert clean.stat().st_mtime_ns == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean.log", "link.log", "server.log"]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
+from stackmatrix._secrets import redact_files, secret_values
 from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
 from stackmatrix.envs.base import Environment
@@ -173,6 +174,8 @@ def launch(
         finally:  # a second signal may cut the teardown short: kept while it may run
             if live is not None and server.proc.poll() is not None:
                 live.unlink(missing_ok=True)
+            # engines print their arguments back (sglang: ServerArgs, api_key included)
+            redact_files(log_path, known=secret_values(argv, environment.env))
 
 
 def _argv(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,8 +43,17 @@ def _env(plan: dict[str, Any], here: Path) -> dict[str, str]:
     return env
 
 
+# A URL's user info (`https://user:TOKEN@host`, `https://TOKEN@host`): uv needs it, the
+# image and the build output must not keep it (stackmatrix._secrets hides the same).
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]+@")
+
+
+def _hidden(text: str) -> str:
+    return _USERINFO.sub(r"\1<redacted>@", text)
+
+
 def _run(argv: list[str], env: dict[str, str]) -> None:
-    print("stackmatrix-install: $ " + " ".join(argv), flush=True)
+    print("stackmatrix-install: $ " + _hidden(" ".join(argv)), flush=True)
     rc = subprocess.call(argv, env=env)
     if rc != 0:
         print(f"stackmatrix-install: command failed with exit code {rc}", flush=True)
@@ -71,6 +81,9 @@ def main() -> None:
     _run([uv, "pip", "compile", str(requirements), "-o", str(compiled),
           "--emit-index-annotation", *py, *idx], env)  # fmt: skip
     _run([uv, "pip", "sync", str(compiled), *py, *idx], env)
+    # the lock stays in the image (it says what was installed from where), its
+    # credentials do not
+    compiled.write_text(_hidden(compiled.read_text(encoding="utf-8")), encoding="utf-8")
     print("stackmatrix-install: done", flush=True)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
-from stackmatrix._secrets import is_secret_name
+from stackmatrix._secrets import has_credentials, is_secret_name, redact_files
 from stackmatrix.envs import _docker_cli, _docker_context, _docker_rootfs
 from stackmatrix.envs._docker_cli import Engine, EngineProblem
 from stackmatrix.envs._docker_context import (
@@ -103,6 +103,15 @@ _Built = tuple[dict[str, Any], float]  # the inspected image and the build's dur
 
 def _build_image(engine: Engine, cell: Cell, spec_dir: Path, cell_dir: Path, log_path: Path,
                  tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
+    urls = (*cell.pins, cell.index_url or "", *cell.extra_index_urls, *cell.find_links)
+    if not engine.buildkit and has_credentials(*urls):
+        message = (
+            "the cell's pins or index URLs carry credentials, and the legacy builder would "
+            "keep them in a layer of the build stage; build with BuildKit (docker buildx), "
+            "or give uv the credentials another way (a netrc file in the base image)"
+        )
+        _log(log_path, message)
+        return _failed("build_failed", message)
     try:
         ctx = _docker_context.render(
             cell, spec_dir=spec_dir, dest=cell_dir / "context", buildkit=engine.buildkit
@@ -110,6 +119,16 @@ def _build_image(engine: Engine, cell: Cell, spec_dir: Path, cell_dir: Path, log
     except ContextError as exc:
         _log(log_path, str(exc))
         return _failed("build_failed", str(exc))
+    try:
+        return _run_build(engine, cell, ctx, log_path, tag, content_hash)
+    finally:
+        # the context stays for the user to read, without the credentials it carried
+        files = ctx.path / "stackmatrix"
+        redact_files(files / "requirements.txt", files / "plan.json")
+
+
+def _run_build(engine: Engine, cell: Cell, ctx: _docker_context.Context, log_path: Path,
+               tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
     argv = [
         engine.docker, "build", "--network=host",
         "-f", str(ctx.dockerfile), "-t", tag,

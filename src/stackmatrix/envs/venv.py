@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stackmatrix import _atomic, _proc
+from stackmatrix._secrets import redact_files, redact_text
 from stackmatrix.envs import _uv
 from stackmatrix.envs.base import BuildOutcome, Environment, LockEntry
 from stackmatrix.envs.drift import detect_drift
@@ -143,18 +145,21 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
             return _resolve_failed(cell, installed, timings, what="install")
     elif cell.pins:
         req_in = env_dir / "requirements.in"
-        req_in.write_text("".join(f"{p}\n" for p in cell.pins))
         lock_txt = env_dir / "lock.txt"
+        _write_private(req_in, "".join(f"{p}\n" for p in cell.pins))
         py = ["--python", str(_python(env_dir))]
         idx = _uv.index_args(cell, spec_dir)
-        resolved = step("resolve", [uv, "pip", "compile", str(req_in), "-o", str(lock_txt),
-                                    "--emit-index-annotation", *py, *idx])  # fmt: skip
-        if not resolved.ok:
-            return _resolve_failed(cell, resolved, timings)
-        compiled = parse_compiled(lock_txt.read_text())
-        synced = step("install", [uv, "pip", "sync", str(lock_txt), *py, *idx])
-        if not synced.ok:
-            return _resolve_failed(cell, synced, timings, what="install")
+        try:
+            resolved = step("resolve", [uv, "pip", "compile", str(req_in), "-o", str(lock_txt),
+                                        "--emit-index-annotation", *py, *idx])  # fmt: skip
+            if not resolved.ok:
+                return _resolve_failed(cell, resolved, timings)
+            compiled = _redacted_compiled(parse_compiled(lock_txt.read_text()))
+            synced = step("install", [uv, "pip", "sync", str(lock_txt), *py, *idx])
+            if not synced.ok:
+                return _resolve_failed(cell, synced, timings, what="install")
+        finally:
+            redact_files(req_in, lock_txt)
     lock = _read_installed(cell, env_dir, log_path, compiled)
     if isinstance(lock, str):
         return _failed("inventory_failed", lock, timings)
@@ -170,6 +175,18 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
         findings=tuple(detect_drift(cell, lock, preinstalled=_layered(cell))),
         data={"env_dir": str(env_dir), "timings": timings},
     )
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A file only its owner reads: it holds the pins as given, credentials included,
+    until uv has read it (redact_files)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _redacted_compiled(compiled: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    return {name: (version, redact_text(source)) for name, (version, source) in compiled.items()}
 
 
 def _layered(cell: Cell) -> bool:
