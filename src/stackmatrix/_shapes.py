@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# a dict: its listed keys have these shapes; a one-item list: every item has that shape;
-# a type or tuple of types: isinstance
+# a dict: its listed keys have these shapes (key "*": every value has that shape); a
+# one-item list: every item has that shape; a type or tuple of types: isinstance
 Shape = Any
 _NUMBER = (int, float)
 RUN: Shape = {
@@ -25,7 +25,14 @@ RUN: Shape = {
     "report": {"headline": str, "confidence": _NUMBER, "min_effect": _NUMBER, "fail_on": [str]},
 }
 _ROUND = {"metrics": {}, "requests_file": str, "index": int}
-_LAUNCH = {"rounds": [_ROUND], "env_facts": {}, "status": str, "index": int}
+_POINT_LAUNCH = {"rounds": [_ROUND], "summary": {}}  # a load point in one launch
+_LAUNCH = {
+    "rounds": [_ROUND],
+    "env_facts": {},
+    "status": str,
+    "index": int,
+    "points": {"*": _POINT_LAUNCH},
+}
 _WARMUP = {**_LAUNCH, "index": (int, str)}  # "W1"
 PHASE_DATA: dict[str, Shape] = {
     "build": {"environment": {"env": {}}, "lock": [{}], "python_version": str},
@@ -46,6 +53,7 @@ PHASE_DATA: dict[str, Shape] = {
         "summary": {},
         "engine": str,
         "engine_version": str,
+        "points": {"*": {"summary": {}, "metric": str}},
     },
 }
 
@@ -57,7 +65,11 @@ def problem(value: Any, shape: Shape, where: str = "") -> str | None:
     if isinstance(shape, dict):
         if not isinstance(value, dict):
             return f"{where} is {type(value).__name__}, not an object"
-        found = (problem(value.get(k), s, f"{where}.{k}".lstrip(".")) for k, s in shape.items())
+        every = shape.get("*")
+        pairs = [(k, s) for k, s in shape.items() if k != "*"]
+        if every is not None:
+            pairs += [(k, every) for k in value]
+        found = (problem(value.get(k), s, f"{where}.{k}".lstrip(".")) for k, s in pairs)
         return next((p for p in found if p), None)
     if isinstance(shape, list):
         if not isinstance(value, list):

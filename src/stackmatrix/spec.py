@@ -30,6 +30,7 @@ from stackmatrix.spec_model import (
     METRICS,
     Bench,
     Cell,
+    LoadPoint,
     ReportPolicy,
     Spec,
     Workload,
@@ -637,6 +638,7 @@ def _bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         ready_timeout_s=_or(_float(b, "ready_timeout_s", "bench", p, 1, 86400), 600.0),
         tokenizer=_str(b, "tokenizer", "bench", p),
         workload=_workload(b, p),
+        points=_points(b, p),
     )
 
 
@@ -660,6 +662,42 @@ def _workload(bench: Mapping[str, Any], p: Problems) -> Workload:
     w = _table(bench, "workload", "bench", p)
     path = "bench.workload"
     p.unknown_keys(path, w, WORKLOAD_KEYS)
+    return _workload_from(w, path, p)
+
+
+POINT_KEYS = ("name", "metric", *WORKLOAD_KEYS)
+MAX_POINTS = 16
+_POINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,31}")
+
+
+def _points(bench: Mapping[str, Any], p: Problems) -> tuple[LoadPoint, ...]:
+    """`[[bench.points]]`: the headline workload's keys, some overridden, and a name."""
+    raw = bench.get("points", [])
+    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+        p.add("bench.points", f"expected an array of tables ([[bench.points]]), got {raw!r}")
+        return ()
+    if len(raw) > MAX_POINTS:
+        p.add("bench.points", f"{len(raw)} load points; at most {MAX_POINTS}")
+        return ()
+    base = _table(bench, "workload", "bench", p)
+    out: list[LoadPoint] = []
+    for i, point in enumerate(raw):
+        path = join("bench.points", i)
+        p.unknown_keys(path, point, POINT_KEYS)
+        name = _str(point, "name", path, p, required=True) or f"point{i + 1}"
+        if not _POINT_NAME.fullmatch(name):
+            p.add(join(path, "name"), f"{name!r}: letters, digits, '.', '_' or '-', at most "
+                  "32, starting with a letter or digit (it names files)")  # fmt: skip
+        elif name in {x.name for x in out}:
+            p.add(join(path, "name"), f"{name!r} names two load points")
+        metric = _choice(point, "metric", path, METRICS, p) or "output_throughput"
+        overrides = {k: v for k, v in point.items() if k not in ("name", "metric")}
+        workload = _workload_from({**base, **overrides}, path, p)
+        out.append(LoadPoint(name=name, workload=workload, metric=metric))
+    return tuple(out)
+
+
+def _workload_from(w: Mapping[str, Any], path: str, p: Problems) -> Workload:
     d = Workload()
     kind = _choice(w, "kind", path, ("random", "file"), p) or d.kind
     file = _str(w, "path", path, p)

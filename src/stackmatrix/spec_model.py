@@ -72,6 +72,17 @@ class Workload:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LoadPoint:
+    """A further load measured in every launch after the headline workload, on the same
+    server (a server start costs far more than a workload): `[[bench.points]]`, the
+    headline's workload with some of its keys overridden (e.g. max_concurrency = 32)."""
+
+    name: str
+    workload: Workload
+    metric: str = "output_throughput"  # what the report compares at this point
+
+
+@dataclass(frozen=True, kw_only=True)
 class Bench:
     engine: EngineName = "transformers"
     model: str = ""
@@ -85,6 +96,7 @@ class Bench:
     ready_timeout_s: float = 600.0
     tokenizer: str | None = None
     workload: Workload = field(default_factory=Workload)
+    points: tuple[LoadPoint, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -403,3 +403,41 @@ def test_an_empty_or_unknown_generated_model_is_a_problem() -> None:
         assert any(expected in x for x in problems({**MINIMAL, "bench": {"model": model}}))
     for model in ("stackmatrix:tiny-llama", "stackmatrix:tiny-llama-1b", "org/model"):
         assert parse_spec({**MINIMAL, "bench": {"model": model}}).bench is not None
+
+
+def _with_points(points: object) -> dict[str, object]:
+    bench = {"model": "m", "workload": {"input_len": 100, "output_len": 20, "max_concurrency": 1},
+             "points": points}  # fmt: skip
+    return {**MINIMAL, "bench": bench}
+
+
+def test_load_points_take_the_headline_workload_with_overrides() -> None:
+    points = [
+        {"name": "c32", "max_concurrency": 32, "num_prompts": 64},
+        {"name": "long", "input_len": 4000, "metric": "ttft_p99_ms"},
+    ]
+    spec = parse_spec(_with_points(points))
+    assert spec.bench is not None
+    c32, long = spec.bench.points
+    assert (c32.name, c32.metric) == ("c32", "output_throughput")
+    assert (c32.workload.max_concurrency, c32.workload.num_prompts) == (32, 64)
+    assert (c32.workload.input_len, c32.workload.output_len) == (100, 20)  # inherited
+    assert (long.workload.input_len, long.workload.max_concurrency) == (4000, 1)
+    assert long.metric == "ttft_p99_ms"
+    assert spec.bench.workload.max_concurrency == 1  # the headline is untouched
+
+
+def test_bad_load_points_are_named() -> None:
+    found = "\n".join(problems(_with_points([
+        {"max_concurrency": 4},
+        {"name": "../x", "max_concurrency": 4},
+        {"name": "c8", "max_concurency": 8},
+        {"name": "c8", "max_concurrency": 0, "metric": "speed"},
+    ])))  # fmt: skip
+    assert "bench.points[0].name: missing" in found
+    assert "bench.points[1].name: '../x'" in found
+    assert "bench.points[2].max_concurency:" in found and "max_concurrency" in found
+    assert "bench.points[3].name: 'c8' names two load points" in found
+    assert "bench.points[3].max_concurrency:" in found
+    assert "bench.points[3].metric:" in found
+    assert "bench.points: expected an array of tables" in "\n".join(problems(_with_points(5)))

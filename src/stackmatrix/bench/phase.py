@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackmatrix import _atomic
 from stackmatrix._secrets import redact, redact_argv
 from stackmatrix.bench import envfacts, leftovers, metrics, schedule, server, workload
 from stackmatrix.bench.client import ClientOptions, run_round
@@ -27,7 +28,7 @@ from stackmatrix.bench.engines import EffectiveConfig, Engine, get_engine, packa
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.results import CellDir, PhaseResult, RunDir, Status, now_iso
-from stackmatrix.spec_model import Bench, Spec
+from stackmatrix.spec_model import Bench, LoadPoint, Spec, Workload
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ def run_bench_phase(
         say("-", line)
     spec_dir = Path(spec.path).parent if spec.path else None
     wl = workload.generate(bench.workload, spec_dir=spec_dir)
-    wl_hash = _write_workload(run_dir, wl)
+    points = tuple((pt, workload.generate(pt.workload, spec_dir=spec_dir)) for pt in bench.points)
+    wl_hash = _write_workload(run_dir, wl, points)
     states: dict[str, _CellState] = {}
     final: dict[str, PhaseResult] = {}
     for cid in cell_ids:
@@ -99,7 +101,7 @@ def run_bench_phase(
             if st.failed:
                 continue
             say(cid, f"launch {k}/{bench.launches} ({seq}/{len(slots)} overall)")
-            launch = _run_launch(bench, engine, st, k, seq, model, wl)
+            launch = _run_launch(bench, engine, st, k, seq, model, wl, points)
             _record_launch(st, launch, bench, engine, wl_hash)
     except BaseException:
         for st in states.values():
@@ -274,6 +276,9 @@ def _warm_up(
 # --- one launch ----------------------------------------------------------------
 
 
+_Points = Sequence[tuple[LoadPoint, workload.WorkloadSet]]
+
+
 def _run_launch(
     bench: Bench,
     engine: Engine,
@@ -282,6 +287,7 @@ def _run_launch(
     seq: int,
     model: str,
     wl: workload.WorkloadSet,
+    points: _Points = (),
 ) -> dict[str, Any]:
     launch: dict[str, Any] = {
         "index": k,
@@ -303,6 +309,8 @@ def _run_launch(
             launch["config"] = config
             launch["launch_argv"] = redact_argv(srv.argv)
             _measure(bench, engine, st, srv, k, model, wl, launch)
+            for point, point_wl in points:
+                _measure(bench, engine, st, srv, k, model, point_wl, launch, point)
     except server.ServerFailed as exc:
         srv = srv or exc.server
         launch.update(status="failed", code=exc.code, message=exc.message)
@@ -348,8 +356,37 @@ def _measure(
     model: str,
     wl: workload.WorkloadSet,
     launch: dict[str, Any],
+    point: LoadPoint | None = None,
 ) -> None:
-    wk = bench.workload
+    """The headline's rounds into `launch["rounds"]`, or a load point's (on the same
+    server, after them) into `launch["points"][name]`, in requests-L<k>-R<r>-<name>.jsonl."""
+    if point is None:
+        # warm-up launches ("W1") write warmup-W1-R1.jsonl: never read as measurements
+        prefix = f"requests-L{k}" if isinstance(k, int) else f"warmup-{k}"
+        _rounds(bench, engine, st, srv, model, bench.workload, wl, prefix, "", launch["rounds"])
+        return
+    entry: dict[str, Any] = {"rounds": []}
+    launch.setdefault("points", {})[point.name] = entry
+    _rounds(bench, engine, st, srv, model, point.workload, wl, f"requests-L{k}",
+            f"-{point.name}", entry["rounds"], what=f"load point {point.name!r}")  # fmt: skip
+    entry["summary"] = metrics.launch_summary(entry["rounds"])
+
+
+def _rounds(
+    bench: Bench,
+    engine: Engine,
+    st: _CellState,
+    srv: server.RunningServer,
+    model: str,
+    wk: Workload,
+    wl: workload.WorkloadSet,
+    prefix: str,
+    suffix: str,
+    rounds: list[dict[str, Any]],
+    what: str = "",
+) -> None:
+    """`bench.rounds` measured rounds of `wl`, each appended to `rounds` as it ends (a
+    server that dies mid-launch keeps the rounds it finished)."""
     opts = ClientOptions(
         base_url=srv.base_url,
         model=model,
@@ -364,11 +401,10 @@ def _measure(
             warm = run_round(wl.warmup, dataclasses.replace(opts, use_arrivals=False))
             warm_errors = sum(not rec.ok for rec in warm.records)
         outcome = run_round(wl.measured, opts)
-        # warm-up launches ("W1") write warmup-W1-R1.jsonl: never read as measurements
-        name = f"requests-L{k}-R{r}.jsonl" if isinstance(k, int) else f"warmup-{k}-R{r}.jsonl"
+        name = f"{prefix}-R{r}{suffix}.jsonl"
         workload.write_requests(st.cell_dir.file(name), [x.to_dict() for x in outcome.records])
         figures = metrics.round_metrics(outcome.records, outcome.duration_s)
-        launch["rounds"].append(
+        rounds.append(
             {"index": r, "metrics": figures, "requests_file": name, "warmup_errors": warm_errors}
         )
         if not srv.alive():
@@ -376,7 +412,8 @@ def _measure(
         if figures["completed"] == 0:
             first = next((x.error for x in outcome.records if x.error), "no requests")
             raise server.ServerFailed(
-                f"every request of round {r} failed; first error: {first}",
+                f"every request of round {r}{' of ' + what if what else ''} failed; "
+                f"first error: {first}",
                 code="requests_failed",
             )
 
@@ -405,6 +442,8 @@ def _record_launch(
 ) -> None:
     config: EffectiveConfig | None = launch.pop("config", None)
     launch["summary"] = metrics.launch_summary(launch["rounds"])
+    for entry in (launch.get("points") or {}).values():  # a point cut short by a failure
+        entry.setdefault("summary", metrics.launch_summary(entry["rounds"]))
     if config is not None:
         launch["effective_config"] = redact(config.flat)
     st.launches.append(launch)
@@ -423,7 +462,7 @@ def _record_launch(
         st.result.code = launch.get("code", "server_failed")
         st.result.message = f"launch {launch['index']}: {launch.get('message', '')}"
         st.result.finished = now_iso()
-    st.result.data["summary"] = _summary(st.launches)
+    _summarize(st.result.data, st.launches, bench)
     st.result.duration_s = time.monotonic() - st.started_monotonic
     st.cell_dir.write(st.result)
 
@@ -449,7 +488,7 @@ def _finish(st: _CellState, bench: Bench) -> PhaseResult:
                 details={"errors": errors},
             )
         ]
-    result.data["summary"] = _summary(st.launches)
+    _summarize(result.data, st.launches, bench)
     result.duration_s = time.monotonic() - st.started_monotonic
     st.cell_dir.write(result)
     return result
@@ -466,16 +505,46 @@ def _summary(launches: Sequence[dict[str, Any]]) -> dict[str, float]:
     return metrics.cell_summary([ln["summary"] for ln in launches if ln.get("status") == "ok"])
 
 
-def _write_workload(run_dir: RunDir, wl: workload.WorkloadSet) -> str:
+def _summarize(data: dict[str, Any], launches: Sequence[dict[str, Any]], bench: Bench) -> None:
+    """The cell's summary, and one per load point (medians over the launches that ran)."""
+    data["summary"] = _summary(launches)
+    if not bench.points:
+        data.pop("points", None)
+        return
+    ok = [ln.get("points") or {} for ln in launches if ln.get("status") == "ok"]
+    data["points"] = {
+        pt.name: {
+            "metric": pt.metric,
+            "max_concurrency": pt.workload.max_concurrency,
+            "num_prompts": pt.workload.num_prompts,
+            "summary": metrics.cell_summary(
+                [done[pt.name]["summary"] for done in ok if pt.name in done]
+            ),
+        }
+        for pt in bench.points
+    }
+
+
+def _write_workload(run_dir: RunDir, wl: workload.WorkloadSet, points: _Points = ()) -> str:
+    """RUN/workload.jsonl (and workload-<point>.jsonl per load point) and workload.json;
+    the hash of them all (the headline's alone when there are no points)."""
     path = run_dir.path / workload.WORKLOAD_FILE
     data = wl.to_jsonl()
     if not path.is_file() or path.read_bytes() != data:
         workload.write(run_dir.path, wl)
-    run_dir.write_json(
-        "workload.json",
-        {"hash": wl.hash, "measured": len(wl.measured), "warmup": len(wl.warmup)},
-    )
-    return wl.hash
+    info: dict[str, Any] = {"hash": wl.hash, "measured": len(wl.measured), "warmup": len(wl.warmup)}
+    if not points:
+        run_dir.write_json("workload.json", info)
+        return wl.hash
+    combined = hashlib.sha256(wl.hash.encode())
+    info["points"] = {}
+    for pt, pwl in points:
+        _atomic.write_bytes(run_dir.path / f"workload-{pt.name}.jsonl", pwl.to_jsonl())
+        info["points"][pt.name] = {"hash": pwl.hash, "measured": len(pwl.measured),
+                                   "warmup": len(pwl.warmup)}  # fmt: skip
+        combined.update(f"{pt.name}:{pwl.hash}".encode())
+    run_dir.write_json("workload.json", info)
+    return combined.hexdigest()
 
 
 def _write_schedule(

@@ -222,6 +222,7 @@ def _absolute(ctx: Context, value: str) -> str:
 def _bench(ctx: Context, bench: dict[str, Any]) -> dict[str, Any]:
     if ctx.launches is not None:
         bench["launches"] = ctx.launches
+    bench.pop("points", None)  # a round judges the headline metric only
     model = bench.get("model")
     if isinstance(model, str) and not Path(model).is_absolute():
         candidate = ctx.spec_dir / model

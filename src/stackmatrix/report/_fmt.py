@@ -105,3 +105,19 @@ def origin(d: Difference, limit: int = 70) -> str:
     if d.evidence:
         return f"{d.source}: “{shorten(d.evidence, limit)}”"
     return d.source
+
+
+POINTS_NOTE = (
+    "Each load point is measured in the same server launches as the headline, after it; "
+    "its comparison is shown, the headline alone decides the verdict."
+)
+
+
+def point_title(point: Any) -> str:
+    """`c32: concurrency 32, 64 prompts` for a LoadPointReport."""
+    parts = []
+    if point.max_concurrency is not None:
+        parts.append(f"concurrency {point.max_concurrency}")
+    if point.num_prompts is not None:
+        parts.append(count(point.num_prompts, "prompt"))
+    return f"{point.name}: {', '.join(parts)}" if parts else str(point.name)

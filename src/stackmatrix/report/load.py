@@ -49,15 +49,23 @@ class CellResults:
         )
         return result.data if usable else {}
 
-    def launches(self, metric: str) -> list[list[float]]:
-        """Round values of `metric`, one list per launch that ran to the end."""
+    def launches(self, metric: str, point: str | None = None) -> list[list[float]]:
+        """Round values of `metric`, one list per launch that ran to the end: of the
+        headline workload, or of the load point named `point` (`[[bench.points]]`)."""
         out: list[list[float]] = []
         for launch in self.data("bench").get("launches") or []:
             if launch.get("status", "ok") != "ok":
                 continue
-            values = [_metric(r, metric) for r in launch.get("rounds") or []]
+            rounds = launch.get("rounds") or []
+            if point is not None:
+                rounds = ((launch.get("points") or {}).get(point) or {}).get("rounds") or []
+            values = [_metric(r, metric) for r in rounds]
             out.append([v for v in values if v is not None])
         return out
+
+    def points(self) -> dict[str, dict[str, Any]]:
+        """The load points bench.json summarizes: name -> {metric, max_concurrency, ...}."""
+        return dict(self.data("bench").get("points") or {})
 
     def request_files(self) -> Iterator[Path]:
         for launch in self.data("bench").get("launches") or []:

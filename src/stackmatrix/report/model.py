@@ -196,6 +196,43 @@ class CellReport:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PointRow:
+    cell: str
+    value: Interval | None  # the geometric mean of launches, with its interval
+    launches: int
+    comparison: Comparison | None  # against the baseline at the same point
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cell": self.cell,
+            "value": self.value.to_dict() if self.value else None,
+            "launches": self.launches,
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadPointReport:
+    """One `[[bench.points]]` load, every cell at it: shown beside the headline,
+    never deciding a verdict (the headline does)."""
+
+    name: str
+    metric: str
+    max_concurrency: int | None
+    num_prompts: int | None
+    rows: tuple[PointRow, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "metric": self.metric,
+            "max_concurrency": self.max_concurrency,
+            "num_prompts": self.num_prompts,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class MatrixReport:
     spec_name: str
     spec_hash: str
@@ -215,37 +252,42 @@ class MatrixReport:
     history: dict[str, HistoryNote] = field(default_factory=dict)
     # RUN/explain/<cell>/explanation.json of `stackmatrix explain`, one per explained cell
     explanations: tuple[dict[str, Any], ...] = ()
+    points: tuple[LoadPointReport, ...] = ()  # [[bench.points]], in the spec's order
 
     def cell(self, cell_id: str) -> CellReport:
         return next(c for c in self.cells if c.id == cell_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "stackmatrix_version": self.stackmatrix_version,
-            "spec_name": self.spec_name,
-            "spec_hash": self.spec_hash,
-            "created": self.created,
-            "baseline": self.baseline,
-            "targets": list(self.targets),
-            "headline": self.headline,
-            "thresholds": {
-                "confidence": self.thresholds.confidence,
-                "min_effect": self.thresholds.min_effect,
-                "max_halfwidth": self.thresholds.max_halfwidth,
-            },
-            "fail_on": list(self.fail_on),
-            "order": self.order,
-            "sample_unit": self.sample_unit,
-            "notes": list(self.notes),
-            "calibration": (
-                {"cell": self.calibration[0], **self.calibration[1].to_dict()}
-                if self.calibration
-                else None
-            ),
-            "cells": [c.to_dict() for c in self.cells],
-            "spec": self.spec_text,
-        } | ({"explanations": list(self.explanations)} if self.explanations else {})
+        return (
+            {
+                "schema_version": SCHEMA_VERSION,
+                "stackmatrix_version": self.stackmatrix_version,
+                "spec_name": self.spec_name,
+                "spec_hash": self.spec_hash,
+                "created": self.created,
+                "baseline": self.baseline,
+                "targets": list(self.targets),
+                "headline": self.headline,
+                "thresholds": {
+                    "confidence": self.thresholds.confidence,
+                    "min_effect": self.thresholds.min_effect,
+                    "max_halfwidth": self.thresholds.max_halfwidth,
+                },
+                "fail_on": list(self.fail_on),
+                "order": self.order,
+                "sample_unit": self.sample_unit,
+                "notes": list(self.notes),
+                "calibration": (
+                    {"cell": self.calibration[0], **self.calibration[1].to_dict()}
+                    if self.calibration
+                    else None
+                ),
+                "cells": [c.to_dict() for c in self.cells],
+                "spec": self.spec_text,
+            }
+            | ({"explanations": list(self.explanations)} if self.explanations else {})
+            | ({"points": [pt.to_dict() for pt in self.points]} if self.points else {})
+        )
 
 
 def thresholds_from(run: dict[str, Any]) -> tuple[str, Thresholds, tuple[str, ...]]:
@@ -306,7 +348,45 @@ def build_model(
         calibration=_calibration(results, headline, thresholds),
         sample_unit=_unit(cells),
         explanations=read_explanations(results.path, notes),
+        points=_points(results, base, thresholds),
     )
+
+
+def _points(
+    results: RunResults, base: CellResults | None, thresholds: Thresholds
+) -> tuple[LoadPointReport, ...]:
+    described: dict[str, dict[str, Any]] = {}
+    for cell in results.cells:  # every cell's bench.json names the spec's points
+        for name, info in cell.points().items():
+            described.setdefault(name, info if isinstance(info, dict) else {})
+    out = []
+    for name, info in described.items():
+        metric = str(info.get("metric") or "output_throughput")
+        rows = []
+        for cell in results.cells:
+            launches = [r for r in cell.launches(metric, point=name) if r]
+            samples = launch_samples(launches)
+            comparison = None
+            if base is not None and cell is not base and launches:
+                comparison = _compare_at(cell, base, metric, name, thresholds)
+            value = interval(samples, confidence=thresholds.confidence) if samples.values else None
+            rows.append(PointRow(
+                cell=cell.id,
+                value=value,
+                launches=len(launches),
+                comparison=comparison,
+            ))  # fmt: skip
+        out.append(LoadPointReport(
+            name=name, metric=metric,
+            max_concurrency=_int_or_none(info.get("max_concurrency")),
+            num_prompts=_int_or_none(info.get("num_prompts")),
+            rows=tuple(rows),
+        ))  # fmt: skip
+    return tuple(out)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) -> list[str]:
@@ -343,17 +423,24 @@ def _rules(compat: Path | None, notes: list[str]) -> tuple[Sequence[LogPattern],
 def _compare(
     cell: CellResults, base: CellResults, headline: str, thresholds: Thresholds
 ) -> Comparison | None:
-    mine, theirs = cell.launches(headline), base.launches(headline)
+    return _compare_at(cell, base, headline, None, thresholds)
+
+
+def _compare_at(
+    cell: CellResults, base: CellResults, metric: str, point: str | None, thresholds: Thresholds
+) -> Comparison | None:
+    mine, theirs = cell.launches(metric, point), base.launches(metric, point)
     if not any(mine):
         return None
     if not any(theirs):
+        where = f" at load point {point!r}" if point else ""
         return Comparison(
-            metric=headline,
+            metric=metric,
             verdict=Verdict.INCONCLUSIVE,
-            reason=f"the baseline {base.id!r} has no {headline} measurements",
+            reason=f"the baseline {base.id!r} has no {metric} measurements{where}",
             confidence=thresholds.confidence,
         )
-    return compare(mine, theirs, metric=headline, thresholds=thresholds)
+    return compare(mine, theirs, metric=metric, thresholds=thresholds)
 
 
 def _unit(cells: Sequence[CellReport]) -> str:

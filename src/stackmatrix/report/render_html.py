@@ -77,6 +77,7 @@ def render(report: MatrixReport) -> str:
         _header(report),
         _compat(report),
         _performance(report),
+        _points(report),
         _drift_sections(report),
         _explanations(report),
         _verdicts(report),
@@ -213,6 +214,30 @@ def _performance(report: MatrixReport) -> str:
         + f'<p class="muted">{_e(_method(report))}</p>'
         + _calibration(report)
     )
+
+
+def _points(report: MatrixReport) -> str:
+    """`[[bench.points]]`: every cell at each further load, on the same servers."""
+    if not report.points:
+        return ""
+    conf = f"{report.thresholds.confidence:.0%}"
+    parts = ["<h2>Load points</h2>", f'<p class="muted">{_e(_fmt.POINTS_NOTE)}</p>']
+    for pt in report.points:
+        label = _fmt.metric_label(pt.metric)
+        vs = f"vs {report.baseline} [{conf} CI]#"
+        header = ["cell", f"{label} [{conf} CI]#", "launches#", vs, "verdict"]
+        rows = [
+            [
+                _e(r.cell),
+                _e(_fmt.interval_text(r.value)),
+                _e(r.launches or "—"),
+                "—" if r.cell == report.baseline else _e(_fmt.ratio_text(r.comparison)),
+                _e(r.comparison.verdict.value if r.comparison else "—"),
+            ]
+            for r in pt.rows
+        ]
+        parts += [f"<h3>{_e(_fmt.point_title(pt))}</h3>", _table(header, rows)]
+    return "".join(parts)
 
 
 def _shape(c: CellReport) -> str:

@@ -25,7 +25,8 @@ PHASE_KINDS = {
 
 def render(report: MatrixReport, *, details: bool = True) -> str:
     """The whole report; `details=False` gives the job-summary version."""
-    parts = [_title(report), _compat_table(report), _perf_table(report), _drift_sections(report)]
+    parts = [_title(report), _compat_table(report), _perf_table(report), _points_md(report)]
+    parts.append(_drift_sections(report))
     parts.append(_explanations(report))
     parts.append(_verdicts(report))
     if details:
@@ -118,6 +119,30 @@ def _perf_table(report: MatrixReport) -> str:
         [f"### Performance: {label}", _table(header, rows), _method_note(report)]
         + ([_calibration_line(report)] if report.calibration else [])
     )
+
+
+def _points_md(report: MatrixReport) -> str:
+    """`[[bench.points]]`: every cell at each further load, on the same servers."""
+    if not report.points:
+        return ""
+    conf = f"{report.thresholds.confidence:.0%}"
+    blocks = ["### Load points", _fmt.POINTS_NOTE]
+    for pt in report.points:
+        label = _fmt.metric_label(pt.metric)
+        rows = [
+            [
+                r.cell,
+                _fmt.interval_text(r.value),
+                r.launches or "—",
+                "—" if r.cell == report.baseline else _fmt.ratio_text(r.comparison),
+                r.comparison.verdict.value if r.comparison else "—",
+            ]
+            for r in pt.rows
+        ]
+        header = ["cell", f"{label} ({conf} CI)", "launches", f"vs {report.baseline} ({conf} CI)",
+                  "verdict"]  # fmt: skip
+        blocks += [f"#### {_fmt.point_title(pt)}", _table(header, rows)]
+    return "\n\n".join(blocks)
 
 
 def _shape(c: CellReport) -> str:

@@ -1,0 +1,100 @@
+"""Load points (`[[bench.points]]`, issue 13's throughput point at concurrency 32): a
+further load measured in every launch after the headline, on the same server, through
+the whole pipeline (spec, bench, report), against the test suite's own engine whose
+decode speed depends on a server argument."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+FAKEROOT = Path(__file__).parents[1] / "explain" / "fakeroot"
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+SPEC = """
+name = "points"
+baseline = "a"
+
+[defaults]
+backend = "current"
+python = "{py}"
+env = {{ PYTHONPATH = "{root}" }}
+
+[[cell]]
+id = "a"
+
+[[cell]]
+id = "b"
+server_args = ["--token-gap-ms", "9"]
+
+[bench]
+engine = "transformers"
+model = "fake-model"
+launches = 2
+rounds = 1
+ready_timeout_s = 30
+
+[bench.workload]
+input_len = 8
+output_len = 16
+num_prompts = 4
+max_concurrency = 1
+warmup = 1
+request_timeout_s = 20
+
+[[bench.points]]
+name = "c4"
+max_concurrency = 4
+num_prompts = 8
+
+[report]
+min_effect = 0.05
+"""
+
+
+def test_a_load_point_is_measured_in_every_launch_and_reported(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.format(py=PY, root=FAKEROOT))
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "stackmatrix", "run", str(spec), "--output", str(run),
+         "--work-dir", str(tmp_path / "work")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    workload = json.loads((run / "workload.json").read_text())
+    assert workload["points"]["c4"]["measured"] == 8
+    assert (run / "workload-c4.jsonl").is_file()
+    for cid in ("a", "b"):
+        bench = json.loads((run / "cells" / cid / "bench.json").read_text())["data"]
+        launches = bench["launches"]
+        assert len(launches) == 2
+        for launch in launches:
+            point = launch["points"]["c4"]
+            (rnd,) = point["rounds"]
+            assert rnd["metrics"]["completed"] == 8
+            assert rnd["requests_file"] == f"requests-L{launch['index']}-R1-c4.jsonl"
+            lines = (run / "cells" / cid / rnd["requests_file"]).read_text().splitlines()
+            assert len(lines) == 8
+            # the headline's own round is still the headline's
+            assert launch["rounds"][0]["metrics"]["completed"] == 4
+        assert bench["points"]["c4"]["max_concurrency"] == 4
+        assert bench["points"]["c4"]["summary"]["output_throughput"] > 0
+    matrix = json.loads((run / "matrix.json").read_text())
+    (point,) = matrix["points"]
+    assert (point["name"], point["metric"], point["max_concurrency"]) == (
+        "c4",
+        "output_throughput",
+        4,
+    )
+    rows = {r["cell"]: r for r in point["rows"]}
+    assert rows["a"]["comparison"] is None and rows["a"]["launches"] == 2
+    assert rows["b"]["comparison"]["verdict"] == "slower"  # 9 ms between tokens, at 4 streams too
+    md = (run / "matrix.md").read_text()
+    assert "### Load points" in md and "#### c4: concurrency 4, 8 prompts" in md
+    assert "<h2>Load points</h2>" in (run / "matrix.html").read_text()
