@@ -10,7 +10,8 @@
 #   OUT=... bash scripts/gpu-sglang.sh start [SPEC]    prepare, start the run, wait WAIT_S
 #   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]     wait up to WAIT_S more
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
-# interrupted run resumes with `start`.
+# interrupted run resumes with `start`, in a later session too when the results
+# directory is carried as .kit/runs/<name>/.
 set -euo pipefail
 out=${OUT:?set OUT}
 mode=${1:?usage: gpu-sglang.sh prepare|start|wait [SPEC]}
@@ -56,6 +57,10 @@ start)
     echo "gpu-sglang: ready in $(( $(date +%s) - t0 )) s"
     cd "$work"
     export PYTHONPATH=$PWD/src
+    # results of an earlier session, carried in .kit/runs/<name>/, are resumed
+    if [ ! -e "$results" ] && [ -f ".kit/runs/$name/run.json" ]; then
+        cp -a ".kit/runs/$name" "$results"
+    fi
     resume=()
     [ -f "$results/run.json" ] && resume=(--resume)
     setsid python3 -m stackmatrix run "$spec" --output "$results" "${resume[@]}" \

@@ -96,15 +96,20 @@ def render(
     return "\n".join(lines)
 
 
-def noise_note(calibration: dict[str, Any] | None, launches: int, min_effect: float) -> list[str]:
-    """What `run` prints once the baseline has enough launches to estimate noise."""
+def noise_note(
+    calibration: dict[str, Any] | None, launches: int, min_effect: float, baseline: str = ""
+) -> list[str]:
+    """What `run` prints once a cell (the baseline when it has enough launches, matrix.json's
+    `calibration.cell`) has enough launches to estimate noise."""
     if not calibration:
         return []
     rows = {int(r["launches"]): float(r["change"]) for r in calibration.get("detectable", [])}
     sd = float(calibration.get("per_launch_sd", 0.0))
+    cell = str(calibration.get("cell") or "")
+    source = f"{cell} (the baseline has too few)" if cell and cell != baseline else "the baseline"
     lines = [
         f"noise: a launch's value varies by {sd * 100:.1f}% (from "
-        f"{calibration.get('launches')} launches of the baseline)"
+        f"{calibration.get('launches')} launches of {source})"
     ]
     fewer = [k for k in rows if k <= launches]
     near = max(fewer) if fewer else (min(rows) if rows else None)

@@ -269,7 +269,7 @@ def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
     if spec.bench is None or not matrix.exists():
         return
     calibration = json.loads(matrix.read_text(encoding="utf-8")).get("calibration")
-    for line in noise_note(calibration, spec.bench.launches, spec.report.min_effect):
+    for line in noise_note(calibration, spec.bench.launches, spec.report.min_effect, spec.baseline):
         console.info(line)
 
 

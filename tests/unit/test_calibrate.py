@@ -35,6 +35,13 @@ def test_noise_note_warns_when_min_effect_is_below_resolution() -> None:
     assert noise_note(None, 5, 0.03) == []
 
 
+def test_noise_note_names_the_cell_it_was_estimated_from() -> None:
+    assert "of the baseline)" in noise_note({**CAL, "cell": "a"}, 5, 0.03, baseline="a")[0]
+    # the baseline failed: the estimate came from another cell, and says so
+    line = noise_note({**CAL, "cell": "b"}, 5, 0.03, baseline="a")[0]
+    assert "launches of b (the baseline has too few)" in line
+
+
 def test_render_lists_launches_and_detectable_changes() -> None:
     text = render("a", "decode_tok_s", [[70.0, 71.0], [65.0, 66.0]], CAL, 0.05)
     assert "launch 1: 65.00, 66.00" in text
