@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ from stackmatrix.envs.base import BuildOutcome, Environment
 from stackmatrix.envs.lock import lock_digest
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
 from stackmatrix.plan import PlannedCell, make_plan
-from stackmatrix.results import CellDir, PhaseResult, RunDir, Status, now_iso
+from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import Spec
 
 if TYPE_CHECKING:
@@ -287,27 +286,14 @@ def _run_phase(
     )
     try:
         result = body()
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("stackmatrix."):
-            raise
-        result = PhaseResult(
-            phase=phase,
-            cell=cell_dir.cell,
-            status=Status.UNAVAILABLE,
-            inputs_hash=inputs_hash,
-            code="not_available",
-            message=f"the {phase} phase is not available in this stackmatrix version",
-        )
-    except Exception as exc:  # the one place where a phase's crash becomes a status
-        with cell_dir.log_path(phase).open("a", encoding="utf-8") as fh:
-            fh.write(traceback.format_exc())
+    except Exception as exc:  # a phase's crash becomes a status (bench: per launch)
         result = PhaseResult(
             phase=phase,
             cell=cell_dir.cell,
             status=Status.FAILED,
             inputs_hash=inputs_hash,
-            code="internal_error",
-            message=f"{type(exc).__name__}: {exc} (traceback in {phase}.log)",
+            code=INTERNAL_ERROR,
+            message=cell_dir.crashed(phase, exc),
         )
     if _proc.interrupted():
         # its child was stopped by Ctrl-C: whatever it returned is not a real outcome
@@ -619,11 +605,7 @@ def _mark_all(
 
 
 def report_phase(run: RunDir, opts: RunOptions, progress: Progress) -> tuple[list[Path], list[str]]:
-    try:
-        from stackmatrix.report import build_report
-    except ImportError:
-        progress("report", "-", "unavailable: the report phase is not in this version")
-        return [], []
+    from stackmatrix.report import build_report
 
     fail_on = opts.fail_on or opts.spec.report.fail_on
     outcome = build_report(run.path, fail_on=fail_on, history_db=history_db(opts, run.path))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import os
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,9 @@ class PhaseResult:
         )
 
 
+INTERNAL_ERROR = "internal_error"  # the code of a result whose phase crashed (CellDir.crashed)
+
+
 @dataclass(frozen=True)
 class CellDir:
     path: Path
@@ -141,6 +145,14 @@ class CellDir:
         path = self.result_path(result.phase)
         _atomic.write_json(path, result.to_dict())
         return path
+
+    def crashed(self, phase: str, exc: BaseException) -> str:
+        """A phase's own crash (a bug, a full disk) becomes a status, never the end of the
+        run: the traceback goes to <phase>.log, the returned message to the result (code
+        INTERNAL_ERROR). The one wording for every phase (pipeline._run_phase, bench)."""
+        with self.log_path(phase).open("a", encoding="utf-8") as fh:
+            fh.write("".join(traceback.format_exception(exc)))
+        return f"{type(exc).__name__}: {exc} (traceback in {phase}.log)"
 
 
 @dataclass(frozen=True)

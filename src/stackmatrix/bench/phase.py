@@ -27,7 +27,7 @@ from stackmatrix.bench.client import ClientOptions, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, get_engine, package_version
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.results import CellDir, PhaseResult, RunDir, Status, now_iso
+from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, LoadPoint, Spec, Workload
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,10 @@ def run_bench_phase(
     states: dict[str, _CellState] = {}
     final: dict[str, PhaseResult] = {}
     for cid in cell_ids:
-        prepared = _prepare(spec, bench, engine, run_dir, cid, environments, wl_hash, force)
+        try:
+            prepared = _prepare(spec, bench, engine, run_dir, cid, environments, wl_hash, force)
+        except Exception as exc:  # this cell's crash is its status; the others go on
+            prepared = _crashed_before(run_dir.cell(cid), exc)
         if isinstance(prepared, PhaseResult):
             final[cid] = prepared
             say(cid, f"bench {prepared.status.value}: {prepared.message}")
@@ -101,8 +104,12 @@ def run_bench_phase(
             if st.failed:
                 continue
             say(cid, f"launch {k}/{bench.launches} ({seq}/{len(slots)} overall)")
-            launch = _run_launch(bench, engine, st, k, seq, model, wl, points)
-            _record_launch(st, launch, bench, engine, wl_hash)
+            try:
+                launch = _run_launch(bench, engine, st, k, seq, model, wl, points)
+                _record_launch(st, launch, bench, engine, wl_hash)
+            except Exception as exc:  # a crash of ours fails this cell, not the run
+                _crashed(st, exc, f"launch {k}")
+                say(cid, f"bench failed: {st.result.message}")
     except BaseException:
         for st in states.values():
             if st.result.status is Status.INTERRUPTED:
@@ -262,8 +269,15 @@ def _warm_up(
     for w in range(1, bench.warmup_launches + 1):
         for cid in cells:
             st = states[cid]
+            if st.failed:
+                continue
             say(cid, f"warm-up launch {w}/{bench.warmup_launches} (discarded)")
-            launch = _run_launch(one_round, engine, st, f"W{w}", 0, model, wl)
+            try:
+                launch = _run_launch(one_round, engine, st, f"W{w}", 0, model, wl)
+            except Exception as exc:  # as for a measured launch
+                _crashed(st, exc, f"warm-up launch {w}")
+                say(cid, f"bench failed: {st.result.message}")
+                continue
             launch.pop("config", None)
             launch["summary"] = metrics.launch_summary(launch["rounds"])
             warm = [x for x in st.result.data.get("warmup_launches", []) if x["index"] != f"W{w}"]
@@ -465,6 +479,23 @@ def _record_launch(
     _summarize(st.result.data, st.launches, bench)
     st.result.duration_s = time.monotonic() - st.started_monotonic
     st.cell_dir.write(st.result)
+
+
+def _crashed(st: _CellState, exc: Exception, what: str) -> None:
+    st.result.status = Status.FAILED
+    st.result.code = INTERNAL_ERROR
+    st.result.message = f"{what}: {st.cell_dir.crashed('bench', exc)}"
+    st.result.finished = now_iso()
+    st.result.duration_s = time.monotonic() - st.started_monotonic
+    st.cell_dir.write(st.result)
+
+
+def _crashed_before(cell_dir: CellDir, exc: Exception) -> PhaseResult:
+    result = _new_result(cell_dir.cell, "", Status.FAILED, code=INTERNAL_ERROR,
+                         message=cell_dir.crashed("bench", exc))  # fmt: skip
+    result.finished = now_iso()
+    cell_dir.write(result)
+    return result
 
 
 def _finish(st: _CellState, bench: Bench) -> PhaseResult:
