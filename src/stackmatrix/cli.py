@@ -14,8 +14,8 @@ from stackmatrix._console import Console, write_step_summary
 from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
 from stackmatrix.pipeline import ALL_PHASES, RunOptions, default_work_dir, run_pipeline
 from stackmatrix.plan import describe_difference, github_matrix, make_plan
-from stackmatrix.spec import load_spec
-from stackmatrix.spec_model import METRICS, Spec
+from stackmatrix.spec import load_spec, parse_fail_on
+from stackmatrix.spec_model import BACKENDS, FAIL_ON, METRICS, ORDERS, Spec
 
 log = logging.getLogger("stackmatrix")
 
@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("report", help="render the report of a results directory")
     r.add_argument("results", type=Path)
-    r.add_argument("--fail-on", default="", help="incompatible,regression,failed")
+    r.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
     r.add_argument("--history", type=Path, default=None, help="SQLite history file")
     r.add_argument(
         "--headline",
@@ -127,12 +127,12 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--force", action="store_true", help="bench cells even if incompatible")
     sp.add_argument(
         "--backend",
-        choices=("venv", "current", "docker"),
+        choices=BACKENDS,
         default=None,
         help="override every cell's backend",
     )
-    sp.add_argument("--order", choices=("interleaved", "sequential", "random"), default=None)
-    sp.add_argument("--fail-on", default="", help="incompatible,regression,failed")
+    sp.add_argument("--order", choices=ORDERS, default=None)
+    sp.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
 
 
 def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -169,16 +169,8 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     mg.add_argument("pieces", type=Path, nargs="+")
     mg.add_argument("--output", type=Path, required=True)
     mg.add_argument("--history", type=Path, default=None, help="SQLite history file")
-    mg.add_argument("--fail-on", default="")
+    mg.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
     mg.set_defaults(func=cmd_merge)
-
-
-def _fail_on(text: str) -> tuple[str, ...]:
-    items = tuple(x.strip() for x in text.split(",") if x.strip())
-    bad = [x for x in items if x not in ("incompatible", "regression", "failed")]
-    if bad:
-        raise UsageError(f"--fail-on {','.join(bad)!r}: choose from incompatible,regression,failed")
-    return items
 
 
 # ---------------------------------------------------------------- commands
@@ -241,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         force=args.force,
         backend=args.backend,
         order=args.order,
-        fail_on=_fail_on(args.fail_on),
+        fail_on=parse_fail_on([args.fail_on]),
         argv=tuple(sys.argv),
     )
     summary = run_pipeline(opts, console.progress)
@@ -284,7 +276,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     outcome = build_report(
         args.results,
-        fail_on=_fail_on(args.fail_on),
+        fail_on=parse_fail_on([args.fail_on]),
         history_db=args.history,
         headline=args.headline,
         out_dir=args.output,

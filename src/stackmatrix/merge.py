@@ -248,13 +248,13 @@ def _missing_artifact(out: RunDir, cell_id: str, *, linked: bool = False) -> Non
 
 
 def merge_main(args: argparse.Namespace) -> int:
-    from stackmatrix.cli import _fail_on
     from stackmatrix.report import build_report
+    from stackmatrix.spec import parse_fail_on
 
     merged = merge(args.pieces, args.output)
     # like `stackmatrix run`: without --fail-on, the policy the spec's [report] declares
     recorded = (merged.read_run().get("report") or {}).get("fail_on") or ()
-    fail_on = _fail_on(args.fail_on) or tuple(str(x) for x in recorded)
+    fail_on = parse_fail_on([args.fail_on]) or tuple(str(x) for x in recorded)
     outcome = build_report(merged.path, fail_on=fail_on, history_db=args.history)
     print(f"merged {len(args.pieces)} piece(s) into {merged.path}")
     if outcome.policy_failures:

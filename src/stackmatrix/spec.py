@@ -13,7 +13,7 @@ import math
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, cast
@@ -23,11 +23,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from stackmatrix._validate import Problems, join, type_name
-from stackmatrix.errors import SpecError
+from stackmatrix.errors import SpecError, UsageError
 from stackmatrix.spec_model import (
     BACKENDS,
     ENGINES,
+    FAIL_ON,
     METRICS,
+    ORDERS,
     Bench,
     Cell,
     LoadPoint,
@@ -55,7 +57,6 @@ CELL_KEYS = tuple(f.name for f in fields(Cell) if f.name != "axes")
 BENCH_KEYS = tuple(f.name for f in fields(Bench))
 WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))
 REPORT_KEYS = tuple(f.name for f in fields(ReportPolicy))
-FAIL_ON = ("incompatible", "regression", "failed")
 
 # Resource bounds (issue 16, defect 10): a spec is read whole and expanded whole, and
 # its workload is generated up front; each bound is far above any real matrix.
@@ -122,7 +123,7 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
     targets = tuple(_str_list(raw, "targets", "", problems, pattern=_TARGET_RE, what="sm_XY[a|f]"))
     bench = _bench(raw, problems)
     report = _report(raw, problems)
-    order = _choice(raw, "order", "", ("interleaved", "sequential", "random"), problems)
+    order = _choice(raw, "order", "", ORDERS, problems)
     order_seed = _int(raw, "order_seed", "", problems, minimum=0)
     if problems:
         raise SpecError(path, problems.items)
@@ -756,6 +757,19 @@ def _report(raw: Mapping[str, Any], p: Problems) -> ReportPolicy:
         )
         or d.explain_rounds,
     )
+
+
+def parse_fail_on(values: Sequence[str]) -> tuple[str, ...]:
+    """`["incompatible,regression"]` -> ("incompatible", "regression"), checked: the one
+    parser of --fail-on (run, report, merge)."""
+    items = tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+    unknown = [v for v in items if v not in FAIL_ON]
+    if unknown:
+        raise UsageError(
+            f"--fail-on: unknown value(s) {', '.join(map(repr, unknown))}; "
+            f"choose from {', '.join(FAIL_ON)}"
+        )
+    return items
 
 
 def _or(value: float | None, default: float) -> float:

@@ -13,6 +13,8 @@ Order = Literal["interleaved", "sequential", "random"]
 
 BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
 ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
+ORDERS: tuple[str, ...] = ("interleaved", "sequential", "random")
+FAIL_ON: tuple[str, ...] = ("incompatible", "regression", "failed")  # --fail-on, report.fail_on
 METRICS: tuple[str, ...] = (
     "output_throughput",
     "request_throughput",

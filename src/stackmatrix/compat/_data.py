@@ -3,33 +3,28 @@
 from __future__ import annotations
 
 import functools
-import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from stackmatrix._datadir import ENV_VAR, compat_dir
 from stackmatrix.errors import StackmatrixError
 
-ENV_VAR = "STACKMATRIX_COMPAT_DIR"
 _FILES = (
     "loaders.toml", "cuda_driver.toml", "known_bad.toml", "features.toml", "switches.toml",
 )  # fmt: skip
 
 
 def data_dir() -> Path:
-    """compat/ at the repository root, or a copy shipped inside the package."""
-    override = os.environ.get(ENV_VAR)
-    candidates = [Path(override)] if override else []
-    here = Path(__file__).resolve()
-    candidates += [here.parents[3] / "compat", here.parents[1] / "_compat_data"]
-    for cand in candidates:
-        if (cand / "loaders.toml").is_file():
-            return cand
-    tried = ", ".join(str(c) for c in candidates)
-    raise StackmatrixError(
-        f"compatibility data not found (tried {tried}); set {ENV_VAR} to the repository's "
-        "compat/ directory"
-    )
+    """compat/ at the repository root, or a copy shipped inside the package
+    (stackmatrix._datadir: the one rule, shared with the report)."""
+    found = compat_dir()
+    if not (found / "loaders.toml").is_file():
+        raise StackmatrixError(
+            f"compatibility data not found in {found}; set {ENV_VAR} to the repository's "
+            "compat/ directory"
+        )
+    return found
 
 
 @functools.cache

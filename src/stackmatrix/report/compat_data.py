@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from stackmatrix._datadir import ENV_VAR, compat_dir
 from stackmatrix.errors import ResultsError
 
-_ENV = "STACKMATRIX_COMPAT_DIR"
-
-
-def compat_dir() -> Path:
-    """$STACKMATRIX_COMPAT_DIR, else compat/ of this source checkout, else the copy
-    that an installed wheel carries (stackmatrix/_compat_data)."""
-    override = os.environ.get(_ENV)
-    if override:
-        return Path(override)
-    here = Path(__file__).resolve()
-    checkout = here.parents[3] / "compat"
-    return checkout if checkout.is_dir() else here.parents[1] / "_compat_data"
+_ENV = ENV_VAR
+__all__ = ["compat_dir", "load_toml"]
 
 
 def load_toml(name: str, directory: Path | None = None) -> dict[str, Any]:

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackmatrix.errors import UsageError
 from stackmatrix.report.model import MatrixReport
 from stackmatrix.report.stats import Verdict
+from stackmatrix.spec import parse_fail_on
+from stackmatrix.spec_model import FAIL_ON
 
-POLICIES = ("incompatible", "regression", "failed")
+POLICIES = FAIL_ON
+__all__ = ["POLICIES", "failures", "parse_fail_on"]
 _FAILED_PHASE = ("failed", "interrupted", "unreadable")
-
-
-def parse_fail_on(values: Sequence[str]) -> tuple[str, ...]:
-    """`["incompatible,regression"]` -> ("incompatible", "regression"), checked."""
-    items = tuple(v.strip() for value in values for v in value.split(",") if v.strip())
-    unknown = [v for v in items if v not in POLICIES]
-    if unknown:
-        raise UsageError(
-            f"--fail-on: unknown value(s) {', '.join(map(repr, unknown))}; "
-            f"choose from {', '.join(POLICIES)}"
-        )
-    return items
 
 
 def failures(report: MatrixReport, fail_on: Sequence[str]) -> list[str]:
