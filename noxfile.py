@@ -68,3 +68,4 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "src", "tests", "noxfile.py")
     session.run("mypy", "src", "noxfile.py")
+    session.run("mypy", "tests")

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,10 +13,10 @@ from stackmatrix.cli import main
 from stackmatrix.errors import SpecError
 from stackmatrix.spec import BENCH_KEYS, CELL_KEYS, REPORT_KEYS, load_spec, parse_spec
 
-MINIMAL = {"name": "m", "cell": [{"id": "a", "pins": ["six==1.16.0"]}]}
+MINIMAL: dict[str, Any] = {"name": "m", "cell": [{"id": "a", "pins": ["six==1.16.0"]}]}
 
 
-def problems(raw: dict[str, object]) -> list[str]:
+def problems(raw: Mapping[str, object]) -> list[str]:
     with pytest.raises(SpecError) as info:
         parse_spec(raw)
     assert info.value.exit_code == 2
@@ -231,7 +232,9 @@ def test_repository_specs_are_valid() -> None:
 
 
 @pytest.mark.parametrize("name", ["../../x", "/abs/x", "a/b", "..", "", ".hidden"])
-def test_spec_name_is_one_plain_name(name: str, tmp_path: Path, capsys) -> None:
+def test_spec_name_is_one_plain_name(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # it names the results directory: "../../x" once put results outside --reports-dir
     assert any(p.startswith("name:") for p in problems({**MINIMAL, "name": name}))
     spec = tmp_path / "s.toml"
@@ -250,7 +253,9 @@ UNREADABLE = {
 
 
 @pytest.mark.parametrize("case", sorted(UNREADABLE))
-def test_hostile_specs_are_problems_not_tracebacks(case: str, tmp_path: Path, capsys) -> None:
+def test_hostile_specs_are_problems_not_tracebacks(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     content, expected = UNREADABLE[case]
     spec = tmp_path / "s.toml"
     spec.write_bytes(content)
@@ -329,8 +334,8 @@ def test_layering_fields_change_the_hash_only_when_set() -> None:
     from stackmatrix.plan import content_hash
 
     plain = parse_spec(MINIMAL).cell("a")
-    layered = parse_spec({"name": "m", "cell": [{**MINIMAL["cell"][0], "no_deps": True}]})  # type: ignore[index]
-    explicit_off = parse_spec({"name": "m", "cell": [{**MINIMAL["cell"][0], "no_deps": False}]})  # type: ignore[index]
+    layered = parse_spec({"name": "m", "cell": [{**MINIMAL["cell"][0], "no_deps": True}]})
+    explicit_off = parse_spec({"name": "m", "cell": [{**MINIMAL["cell"][0], "no_deps": False}]})
     assert content_hash(plain) == content_hash(explicit_off.cell("a"))
     assert content_hash(plain) != content_hash(layered.cell("a"))
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stackmatrix.bench import phase as bench_phase
+from stackmatrix.bench import workload
 from stackmatrix.bench.phase import run_bench_phase
 from stackmatrix.envs.base import Environment
 from stackmatrix.results import INTERNAL_ERROR, RunDir, Status
@@ -25,14 +25,14 @@ FAKE = Path(__file__).with_name("fake_engine.py")
 def test_a_crash_in_one_cells_launch_fails_that_cell_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = bench_phase.workload.write_requests
+    real = workload.write_requests
 
     def disk_full_for_b(path: Path, records: Any) -> None:
         if path.parent.name == "b":
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real(path, records)
 
-    monkeypatch.setattr(bench_phase.workload, "write_requests", disk_full_for_b)
+    monkeypatch.setattr(workload, "write_requests", disk_full_for_b)
     spec = Spec(
         name="crash", path=str(tmp_path / "spec.toml"), baseline="a",
         cells=(Cell(id="a"), Cell(id="b")),
@@ -51,6 +51,7 @@ def test_a_crash_in_one_cells_launch_fails_that_cell_only(
     assert "traceback in bench.log" in b.message
     log = (run.path / "cells" / "b" / "bench.log").read_text()
     assert "Traceback" in log and "disk_full_for_b" in log
-    assert run.cell("b").read("bench").status is Status.FAILED  # recorded, not only returned
+    recorded = run.cell("b").read("bench")
+    assert recorded is not None and recorded.status is Status.FAILED  # recorded, not returned
     a = results["a"]
     assert a.status is Status.OK and len(a.data["launches"]) == 2

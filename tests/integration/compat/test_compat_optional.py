@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from stackmatrix.compat.phase import inspect_path
-from stackmatrix.findings import Severity
+from stackmatrix.findings import Finding, Severity
 
 EXT = "int feature(void);\nint entry(void) { return feature(); }\n"
 LIB = "int feature(void) { return 7; }\n"
@@ -21,6 +21,11 @@ def _ext(path: Path, libdir: Path) -> None:
     cmd = ["gcc", "-shared", "-fPIC", "-o", str(path), str(src), "-L", str(libdir), "-ltbbx"]
     subprocess.run(cmd, check=True)
     src.unlink()
+
+
+def _subject(finding: Finding) -> str:
+    assert finding.subject is not None, finding
+    return finding.subject
 
 
 def test_missing_library_of_an_optional_extension_is_info(tmp_path: Path) -> None:
@@ -45,7 +50,7 @@ def test_missing_library_of_an_optional_extension_is_info(tmp_path: Path) -> Non
 
     outcome = inspect_path(venv, targets=["sm_90"])
     found = {
-        (f.subject.split("/")[0], f.code): f
+        (_subject(f).split("/")[0], f.code): f
         for f in outcome.findings
         if f.code == "SM-LIB-HOST-MISSING"
     }

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,8 +55,9 @@ def stackmatrix(
     return proc
 
 
-def read(path: Path) -> dict:
-    return json.loads(path.read_text())
+def read(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,9 @@ Needs Debian's `chromium` package (CI installs it); the test fails when it is mi
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +35,7 @@ def _chromium() -> str:
     return path
 
 
-def _run(args, tmp_path):
+def _run(args: Sequence[str], tmp_path: Path) -> str:
     argv = [_chromium(), *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -43,12 +45,14 @@ def _run(args, tmp_path):
 class _Tables(HTMLParser):
     """Collects each rendered table as rows of cell texts, and the svg shapes drawn."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.tables, self.shapes, self.tags = [], {}, set()
-        self._cell = None
+        self.tables: list[list[list[str]]] = []
+        self.shapes: dict[str | None, int] = {}
+        self.tags: set[str] = set()
+        self._cell: list[str] | None = None
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.add(tag)
         if tag == "table":
             self.tables.append([])
@@ -60,18 +64,18 @@ class _Tables(HTMLParser):
             cls = dict(attrs).get("class", "")
             self.shapes[cls] = self.shapes.get(cls, 0) + 1
 
-    def handle_endtag(self, tag):
+    def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._cell is not None:
             self.tables[-1][-1].append(" ".join("".join(self._cell).split()))
             self._cell = None
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         if self._cell is not None:
             self._cell.append(data)
 
 
 @pytest.fixture(scope="module")
-def story_html(tmp_path_factory):
+def story_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = write_run(
         tmp_path_factory.mktemp("story") / "run",
         spec_name="kimi-k25-cuda13",

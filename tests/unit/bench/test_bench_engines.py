@@ -65,16 +65,15 @@ def test_sglang_port_leaves_room_for_its_grpc_port(monkeypatch: pytest.MonkeyPat
     # for gRPC and refuses anything above 65535 (issue 13).
     engine = get_engine("sglang")
     assert engine.derived_port_offsets == {"grpc": 10000}
-    real_socket = socket.socket
 
-    class HighPortSocket(real_socket):  # the kernel's choice, forced high
+    class HighPortSocket(socket.socket):  # the kernel's choice, forced high
         def bind(self, address: tuple[str, int]) -> None:  # type: ignore[override]
             super().bind((address[0], 0))
 
-        def getsockname(self) -> tuple[str, int]:  # type: ignore[override]
+        def getsockname(self) -> tuple[str, int]:
             return ("127.0.0.1", 60999)
 
-    monkeypatch.setattr(server.socket, "socket", HighPortSocket)
+    monkeypatch.setattr(socket, "socket", HighPortSocket)
     monkeypatch.setattr(server, "_bindable", lambda port: True)
     for _ in range(50):
         port = server.free_port(engine.derived_port_offsets.values())

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from stackmatrix import _proc
+from stackmatrix._datadir import ENV_VAR
 from stackmatrix.compat import _data, phase, scancache
 from stackmatrix.compat.phase import CheckOutcome, check_environment
 from stackmatrix.compat.scancache import ScanCache
@@ -72,7 +74,8 @@ def scanned(outcome: CheckOutcome) -> str:
 
 def without_timing(outcome: CheckOutcome) -> dict[str, Any]:
     data = {k: v for k, v in outcome.data.items() if k != "timing"}
-    return json.loads(json.dumps(data, default=str))  # as check.json holds it
+    held: dict[str, Any] = json.loads(json.dumps(data, default=str))  # as check.json holds it
+    return held
 
 
 @pytest.fixture
@@ -111,7 +114,7 @@ def test_a_new_lock_is_scanned_again(tmp_path, site):
 def test_changed_compat_data_is_scanned_again(tmp_path, site, monkeypatch):
     compat = tmp_path / "compat"
     shutil.copytree(_data.data_dir(), compat)
-    monkeypatch.setenv(_data.ENV_VAR, str(compat))
+    monkeypatch.setenv(ENV_VAR, str(compat))
     env = environment(site)
     check(env, cache_in(tmp_path))
     assert scanned(check(env, cache_in(tmp_path))) == "hit"
@@ -188,7 +191,7 @@ def test_a_linked_cache_directory_is_not_used(tmp_path, site, caplog):
 
 
 def test_a_scan_cut_short_by_ctrl_c_is_not_kept(tmp_path, site, monkeypatch):
-    monkeypatch.setattr(phase._proc, "interrupted", lambda: True)
+    monkeypatch.setattr(_proc, "interrupted", lambda: True)
     cache = cache_in(tmp_path)
     check(environment(site), cache)
     assert not list(cache.directory.glob("*.json"))

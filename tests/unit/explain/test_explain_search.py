@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 from stackmatrix.explain.search import Outcome, RoundData, search, split
 from stackmatrix.report.stats import Thresholds
@@ -11,7 +12,9 @@ from stackmatrix.report.stats import Thresholds
 TH = Thresholds(min_effect=0.02)
 
 
-def _simulate(effects: dict[str, float], noise: float, launches: int, rng: random.Random):
+def _simulate(
+    effects: dict[str, float], noise: float, launches: int, rng: random.Random
+) -> Callable[[list[tuple[str, ...]]], RoundData]:
     """measure() for cells whose speed is 100 x the product of the kept differences."""
 
     def speed(kept: set[str]) -> list[list[float]]:
@@ -38,7 +41,7 @@ def test_split_halves_and_singles() -> None:
 def test_one_cause_among_eight_is_found_95_percent_of_the_time_at_1_percent_noise() -> None:
     names = [f"d{i}" for i in range(8)]
     found = 0
-    rounds = []
+    rounds: list[int] = []
     for seed in range(100):
         rng = random.Random(seed)
         cause = rng.choice(names)
@@ -73,6 +76,7 @@ def test_no_cause_among_the_differences_is_said_not_guessed() -> None:
 
 
 def test_nothing_to_revert() -> None:
-    result = search([], lambda g: RoundData(baseline=[], candidate=[], groups=[]),
+    nothing: list[str] = []
+    result = search(nothing, lambda g: RoundData(baseline=[], candidate=[], groups=[]),
                     metric="output_throughput", thresholds=TH)  # fmt: skip
     assert result.status == "not explained: no difference can be reverted"

@@ -5,15 +5,25 @@ contract the other phases write, so a drift between the two shows up as a failur
 """
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
-def write(path: Path, data) -> None:
+def write(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
 
 
-def phase(cell, name, status="ok", data=None, findings=(), code=None, message=""):
+def phase(
+    cell: str,
+    name: str,
+    status: str = "ok",
+    data: Mapping[str, Any] | None = None,
+    findings: Iterable[Mapping[str, Any]] = (),
+    code: str | None = None,
+    message: str = "",
+) -> dict[str, Any]:
     return {
         "schema_version": 1,
         "phase": name,
@@ -30,7 +40,9 @@ def phase(cell, name, status="ok", data=None, findings=(), code=None, message=""
     }
 
 
-def finding(code, severity, message, cell, subject=None):
+def finding(
+    code: str, severity: str, message: str, cell: str, subject: str | None = None
+) -> dict[str, Any]:
     return {
         "code": code,
         "severity": severity,
@@ -41,7 +53,12 @@ def finding(code, severity, message, cell, subject=None):
     }
 
 
-def bench_data(launch_values, *, config, engine_version="4.57.1"):
+def bench_data(
+    launch_values: Sequence[Sequence[float]],
+    *,
+    config: Mapping[str, object],
+    engine_version: str = "4.57.1",
+) -> dict[str, Any]:
     launches = []
     for li, rounds in enumerate(launch_values):
         launches.append(
@@ -73,7 +90,15 @@ def bench_data(launch_values, *, config, engine_version="4.57.1"):
     }
 
 
-def run_dir(tmp: Path, *, cells, baseline, definitions, targets=("sm_90",), report=None):
+def run_dir(
+    tmp: Path,
+    *,
+    cells: Iterable[str],
+    baseline: str,
+    definitions: Mapping[str, Any],
+    targets: Iterable[str] = ("sm_90",),
+    report: Mapping[str, Any] | None = None,
+) -> Path:
     write(
         tmp / "run.json",
         {

@@ -7,7 +7,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,14 +34,24 @@ def results(tmp: Path) -> Path:
     return rd
 
 
-def edit(path: Path, change: Callable[[dict], object]) -> None:
+def edit(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     data = json.loads(path.read_text())
     change(data)
     path.write_text(json.dumps(data))
 
 
-def launch(d: dict) -> dict:
-    return d["data"]["launches"][0]
+def launch(d: dict[str, Any]) -> dict[str, Any]:
+    return cast(dict[str, Any], d["data"]["launches"][0])
+
+
+def replace_with_directory(p: Path) -> None:
+    p.unlink()
+    p.mkdir()
+
+
+def replace_with_file(p: Path) -> None:
+    shutil.rmtree(p)
+    p.write_text("x")
 
 
 BENCH = "cells/a/bench.json"
@@ -51,7 +61,7 @@ RUN_JSON: dict[str, Callable[[Path], object]] = {
     "not UTF-8": lambda p: p.write_bytes(b'{"a": "\xff"}'),
     "cells = 5": lambda p: edit(p, lambda d: d.update(cells=5)),
     "report = 5": lambda p: edit(p, lambda d: d.update(report=5)),
-    "a directory": lambda p: (p.unlink(), p.mkdir()),
+    "a directory": replace_with_directory,
 }
 CELL_FILES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "launches = 5": (BENCH, lambda p: edit(p, lambda d: d["data"].update(launches=5))),
@@ -75,7 +85,7 @@ RUN_FILES: dict[str, tuple[str, Callable[[Path], object]]] = {
         "cells/a/requests-L0-R0.jsonl",
         lambda p: p.write_text('{"ttft_s": "x", "itl_s": 5, "e2e_s": [1], "error": 3}\n'),
     ),
-    "cells a file": ("cells", lambda p: (shutil.rmtree(p), p.write_text("x"))),
+    "cells a file": ("cells", replace_with_file),
 }
 
 

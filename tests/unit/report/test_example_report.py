@@ -2,14 +2,16 @@
 
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _script():
+def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "make_example_report", ROOT / "scripts" / "make_example_report.py"
     )
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,13 +1,15 @@
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from stackmatrix.errors import ResultsError
 from stackmatrix.report import build_report
+from stackmatrix.report.model import HistoryNote
 from stackmatrix.report.synthetic import story_cells, write_run
 
 
-def _run(tmp_path, name, seed):
+def _run(tmp_path: Path, name: str, seed: int) -> Path:
     return write_run(
         tmp_path / name,
         spec_name="kimi",
@@ -18,21 +20,31 @@ def _run(tmp_path, name, seed):
     )
 
 
+def _history(note: HistoryNote | None) -> HistoryNote:
+    assert note is not None
+    return note
+
+
 def test_vs_last_run_and_trend(tmp_path):
     db = tmp_path / "history.sqlite"
     first = build_report(_run(tmp_path, "r1", 1), history_db=db).report
-    assert first.cell("cu130").history is not None
-    assert first.cell("cu130").history.previous_value is None
+    first_note = first.cell("cu130").history
+    assert first_note is not None
+    assert first_note.previous_value is None
     assert "first run" in (tmp_path / "r1" / "matrix.md").read_text()
 
     second = build_report(_run(tmp_path, "r2", 2), history_db=db).report
-    note = second.cell("cu130").history
-    assert note.previous_value == pytest.approx(first.cell("cu130").headline.center)
-    expected = second.cell("cu130").headline.center / note.previous_value - 1
+    note = _history(second.cell("cu130").history)
+    first_headline = first.cell("cu130").headline
+    assert first_headline is not None
+    assert note.previous_value == pytest.approx(first_headline.center)
+    second_headline = second.cell("cu130").headline
+    assert second_headline is not None and note.previous_value is not None
+    expected = second_headline.center / note.previous_value - 1
     assert note.change == pytest.approx(expected)
 
     third = build_report(_run(tmp_path, "r3", 3), history_db=db).report
-    assert len(third.cell("cu130").history.trend) == 3
+    assert len(_history(third.cell("cu130").history).trend) == 3
     md = (tmp_path / "r3" / "matrix.md").read_text()
     assert any(ch in md for ch in "▁▂▃▄▅▆▇█")
 
@@ -42,7 +54,7 @@ def test_rereporting_the_same_run_does_not_add_rows(tmp_path):
     run = _run(tmp_path, "r1", 1)
     build_report(run, history_db=db)
     again = build_report(run, history_db=db).report
-    assert again.cell("cu128").history.previous_value is None
+    assert _history(again.cell("cu128").history).previous_value is None
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0] == 2
 
@@ -63,8 +75,8 @@ def test_a_changed_cell_starts_a_new_series(tmp_path):
         seed=2,
     )
     report = build_report(run, history_db=db).report
-    assert report.cell("cu128").history.previous_value is not None
-    assert report.cell("cu130").history.previous_value is None
+    assert _history(report.cell("cu128").history).previous_value is not None
+    assert _history(report.cell("cu130").history).previous_value is None
 
 
 def test_a_foreign_file_is_an_actionable_error(tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ BASE_CONFIG = {
 }
 
 
-def _cpu_run(tmp_path):
+def _cpu_run(tmp_path: Path) -> Path:
     defs = {
         "sdpa": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"]},
         "sdpa-again": {"python": "3.11", "pins": ["torch==2.13.0", "transformers==4.57.1"]},
@@ -153,6 +154,7 @@ def test_aa_and_a_real_difference_on_cpu_like_data(tmp_path):
     report = build_report(_cpu_run(tmp_path)).report
     again, eager = report.cell("sdpa-again"), report.cell("eager")
     assert again.verdict is Verdict.NO_CHANGE
+    assert again.drift is not None and eager.drift is not None
     assert [d.key for d in again.drift.unintended] == ["server:port"]  # noise, nothing else
     assert eager.verdict is Verdict.SLOWER
     keys = [d.key for d in eager.drift.unintended]
@@ -182,14 +184,18 @@ def test_json_is_schema_versioned_and_distributions_skip_errors(tmp_path):
 def test_junit_has_one_case_per_cell_and_check(tmp_path):
     outcome = build_report(_cpu_run(tmp_path))
     root = ET.parse(outcome.junit).getroot()  # noqa: S314 - our own file, written just now
-    suites = {s.get("name").split(".")[-1]: s for s in root.iter("testsuite")}
+    suites = {s.attrib["name"].split(".")[-1]: s for s in root.iter("testsuite")}
     assert set(suites) == {"sdpa", "sdpa-again", "eager", "broken", "corrupt"}
     names = [c.get("name") for c in suites["eager"].iter("testcase")]
     assert names == ["build", "compat", "coverage[sm_90]", "bench", "perf[output_throughput]"]
     perf = suites["eager"].find("testcase[@name='perf[output_throughput]']")
+    assert perf is not None
     assert perf.find("failure") is not None
     build = suites["broken"].find("testcase[@name='build']")
-    assert "resolve_failed" in build.find("failure").get("message")
+    assert build is not None
+    failure = build.find("failure")
+    assert failure is not None
+    assert "resolve_failed" in failure.attrib["message"]
     assert suites["broken"].get("failures") == "1"
 
 

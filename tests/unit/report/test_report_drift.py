@@ -1,23 +1,35 @@
 """Configuration drift: facts, intended vs unintended, and the ranking kept as data."""
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stackmatrix.errors import ResultsError
-from stackmatrix.report.drift import diff, load_ranking
+from stackmatrix.report.drift import Ranking, diff, load_ranking
 from stackmatrix.report.facts import collect
 from stackmatrix.report.load import CellResults
-from stackmatrix.report.logfacts import load_patterns, read_facts
+from stackmatrix.report.logfacts import LogPattern, load_patterns, read_facts
 from stackmatrix.results import PhaseResult, Status
 
 
-def _cell(tmp_path, cid, *, config=None, lock=(), probe=None, env=None, logs=(), definition=None):
+def _cell(
+    tmp_path: Path,
+    cid: str,
+    *,
+    config: dict[str, Any] | None = None,
+    lock: Sequence[tuple[str, str, str]] = (),
+    probe: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    logs: Sequence[str] = (),
+    definition: dict[str, Any] | None = None,
+) -> CellResults:
     path = tmp_path / cid
     path.mkdir()
     for i, text in enumerate(logs):
         (path / f"server-L{i}.log").write_text(text)
-    phases = {}
+    phases: dict[str, PhaseResult] = {}
     if lock or env:
         phases["build"] = PhaseResult(
             phase="build",
@@ -49,7 +61,7 @@ def _cell(tmp_path, cid, *, config=None, lock=(), probe=None, env=None, logs=(),
 
 
 @pytest.fixture(scope="module")
-def rules():
+def rules() -> tuple[tuple[LogPattern, ...], Ranking]:
     return load_patterns(), load_ranking()
 
 
@@ -65,7 +77,9 @@ def test_log_patterns_turn_lines_into_facts(tmp_path, rules):
     (tmp_path / "c.log").write_text("nothing here\n")
     facts = read_facts([tmp_path / "a.log", tmp_path / "b.log"], patterns)
     assert facts["deepgemm"].value == "on"
-    assert "model_config.py:856: DeepGemm is enabled" in facts["deepgemm"].evidence
+    evidence = facts["deepgemm"].evidence
+    assert evidence is not None
+    assert "model_config.py:856: DeepGemm is enabled" in evidence
     # Launches that disagree are shown as such.
     assert facts["cuda_graph_bs"].value == "[1, 2, 4, 8] | [1, 2]"
     quiet = read_facts([tmp_path / "c.log"], patterns)
@@ -79,7 +93,9 @@ def test_patterns_directory_is_configurable_and_checked(tmp_path):
         '[[pattern]]\nfact = "x"\nregex = "MAGIC (?P<value>\\\\d+)"\n'
     )
     (patterns,) = load_patterns(tmp_path)
-    assert patterns.regex.search("MAGIC 42").group("value") == "42"
+    match = patterns.regex.search("MAGIC 42")
+    assert match is not None
+    assert match.group("value") == "42"
     (tmp_path / "log_patterns.toml").write_text('[[pattern]]\nfact = "x"\nregex = "no group"\n')
     with pytest.raises(ResultsError, match="needs `value`"):
         load_patterns(tmp_path)
@@ -168,7 +184,8 @@ def test_intended_vs_unintended(tmp_path, rules):
     } <= set(unintended)
     assert unintended.index("package:numpy") < unintended.index("server:port")
     secret = next(d for d in drift.unintended if d.key == "env:HF_TOKEN")
-    assert "abc" not in str(secret.baseline) and secret.baseline.startswith("<redacted")
+    assert "abc" not in str(secret.baseline)
+    assert secret.baseline is not None and secret.baseline.startswith("<redacted")
     assert drift.not_compared == ()
 
 

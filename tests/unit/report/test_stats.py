@@ -2,6 +2,7 @@
 
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +19,15 @@ from stackmatrix.report.stats import (
 )
 
 
-def simulate(rng, mean, *, launches, rounds, launch_sd, round_sd):
+def simulate(
+    rng: random.Random,
+    mean: float,
+    *,
+    launches: int,
+    rounds: int,
+    launch_sd: float,
+    round_sd: float,
+) -> list[list[float]]:
     """Launch levels vary by launch_sd; rounds inside a launch by round_sd (relative)."""
     out = []
     for _ in range(launches):
@@ -27,7 +36,9 @@ def simulate(rng, mean, *, launches, rounds, launch_sd, round_sd):
     return out
 
 
-def verdict_rates(seed, trials, cell_mean, base_mean, **noise):
+def verdict_rates(
+    seed: int, trials: int, cell_mean: float, base_mean: float, **noise: Any
+) -> dict[Verdict, float]:
     rng = random.Random(seed)
     counts = Counter(
         compare(simulate(rng, cell_mean, **noise), simulate(rng, base_mean, **noise)).verdict
