@@ -6,8 +6,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -38,18 +36,6 @@ class Console:
 
     def info(self, text: str) -> None:
         self._write(text)
-
-    @contextmanager
-    def group(self, title: str) -> Iterator[None]:
-        if self.github:
-            self._write(f"::group::{title}")
-        else:
-            self._write(f"== {title}")
-        try:
-            yield
-        finally:
-            if self.github:
-                self._write("::endgroup::")
 
 
 def write_step_summary(markdown: str) -> None:

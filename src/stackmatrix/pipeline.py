@@ -14,7 +14,6 @@ import hashlib
 import logging
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -672,10 +671,3 @@ def _run_locked(
     if "report" in opts.phases:
         summary.report_paths, summary.policy_failures = report_phase(run, opts, progress)
     return summary
-
-
-def clean_work_dir(work_dir: Path) -> None:
-    """Remove every environment stackmatrix built, and the cached static scans of them."""
-    for name in ("envs", "scan-cache"):
-        if (work_dir / name).is_dir():
-            shutil.rmtree(work_dir / name)

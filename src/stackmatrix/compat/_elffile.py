@@ -234,16 +234,6 @@ class ELFFile:
                 return sec
         return None
 
-    @_corrupt_is_elferror
-    def section_data(self, name: str) -> memoryview | None:
-        """A zero-copy view of a section's bytes (valid while the file is open)."""
-        sec = self.section(name)
-        if sec is None or sec.type == SHT_NOBITS:
-            return None
-        if sec.offset + sec.size > len(self._mm):
-            raise ELFError(f"{self.path}: section {name} runs past the end of the file")
-        return memoryview(self._mm)[sec.offset : sec.offset + sec.size]
-
     @property
     def buffer(self) -> mmap.mmap:
         return self._mm

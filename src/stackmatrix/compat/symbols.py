@@ -197,19 +197,3 @@ def check_versions(
                 )
             )
     return tuple(problems)
-
-
-def newest(versions: Iterable[str], prefix: str) -> str | None:
-    """The highest GLIBC_x.y / GLIBCXX_x.y.z among `versions` with that prefix."""
-    best: tuple[int, ...] | None = None
-    best_name = None
-    for v in versions:
-        if not v.startswith(prefix + "_"):
-            continue
-        try:
-            key = tuple(int(p) for p in v[len(prefix) + 1 :].split("."))
-        except ValueError:
-            continue
-        if best is None or key > best:
-            best, best_name = key, v
-    return best_name
