@@ -24,6 +24,20 @@ START_TIMEOUT_S = 300.0  # a docker build reaches its RUN step in seconds; room 
 EXIT_TIMEOUT_S = 90.0  # longer than any test's bound, so a slow stop is measured, not hung
 
 
+# exec'd in place of the child, so the command runs with SIGINT and SIGHUP at their
+# defaults: a test suite started as a background job (`cmd &` without job control,
+# nohup) passes them on ignored, and an ignored Ctrl-C stays ignored by design
+_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.signal(signal.SIGHUP, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def as_in_a_terminal(argv: Sequence[str]) -> list[str]:
+    """`argv` run with Ctrl-C and hang-up delivered as a terminal session has them."""
+    return [sys.executable, "-c", _TERMINAL, *argv]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Stopped:
     seconds: float  # from SIGINT to the stackmatrix process's exit
@@ -39,7 +53,7 @@ def ctrl_c_during_stream(
     env: Mapping[str, str] | None = None,
 ) -> Stopped:
     proc = subprocess.Popen(
-        [sys.executable, __file__, str(log_path), *argv],
+        as_in_a_terminal([sys.executable, __file__, str(log_path), *argv]),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=dict(env) if env is not None else None,

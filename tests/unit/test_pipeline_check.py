@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.ctrl_c import as_in_a_terminal
+
 from stackmatrix.cli import main
 
 CELLS = ("a", "b", "c")
@@ -96,7 +98,10 @@ def test_ctrl_c_stops_parallel_checks_at_once(tmp_path):
     (hook / "hang").write_text("")
     cmd = [sys.executable, "-m", "stackmatrix", "check", str(spec), *argv, "--jobs", "2"]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        as_in_a_terminal(cmd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.ctrl_c import as_in_a_terminal
 
 pytestmark = pytest.mark.integration
 
@@ -204,7 +205,7 @@ def test_interrupt_keeps_completed_work_and_resume_finishes(tmp_path: Path) -> N
         "2",
     ]
     proc = subprocess.Popen(
-        argv,
+        as_in_a_terminal(argv),
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
