@@ -98,7 +98,7 @@ def run_bench_phase(
     _write_schedule(run_dir, order, spec.order_seed, slots)
     model = _model(bench, spec_dir)
     try:
-        _warm_up(bench, engine, states, slots, model, wl, say)
+        _warm_up(bench, engine, states, slots, model, wl, say, points)
         for seq, (cid, k) in enumerate(slots, start=1):
             st = states[cid]
             if st.failed:
@@ -255,11 +255,14 @@ def _warm_up(
     model: str,
     wl: workload.WorkloadSet,
     say: Progress,
+    points: _Points = (),
 ) -> None:
     """`bench.warmup_launches` discarded launches of each cell that has launches to run,
     in the schedule's order, before the first measured one: a machine's first server
     launch pays for cold caches (files, GPU clocks, compile caches) that later launches
-    do not. Each runs one round; it is recorded in bench.json under "warmup_launches"
+    do not. Each runs one round of the headline and of each load point (what a JIT
+    compiles for a point's batch sizes, it compiles here, not in a measured launch);
+    it is recorded in bench.json under "warmup_launches"
     and left out of every statistic. A failure here is recorded, not fatal: the
     measured launches then fail (or not) on their own."""
     if not bench.warmup_launches or engine.name == "external":
@@ -273,7 +276,7 @@ def _warm_up(
                 continue
             say(cid, f"warm-up launch {w}/{bench.warmup_launches} (discarded)")
             try:
-                launch = _run_launch(one_round, engine, st, f"W{w}", 0, model, wl)
+                launch = _run_launch(one_round, engine, st, f"W{w}", 0, model, wl, points)
             except Exception as exc:  # as for a measured launch
                 _crashed(st, exc, f"warm-up launch {w}")
                 say(cid, f"bench failed: {st.result.message}")
@@ -374,15 +377,16 @@ def _measure(
 ) -> None:
     """The headline's rounds into `launch["rounds"]`, or a load point's (on the same
     server, after them) into `launch["points"][name]`, in requests-L<k>-R<r>-<name>.jsonl."""
+    # warm-up launches ("W1") write warmup-W1-R1[-<point>].jsonl: never read as measurements
     if point is None:
-        # warm-up launches ("W1") write warmup-W1-R1.jsonl: never read as measurements
         prefix = f"requests-L{k}" if isinstance(k, int) else f"warmup-{k}"
         _rounds(bench, engine, st, srv, model, bench.workload, wl, prefix, "", launch["rounds"])
         return
     entry: dict[str, Any] = {"rounds": []}
     launch.setdefault("points", {})[point.name] = entry
-    _rounds(bench, engine, st, srv, model, point.workload, wl, f"requests-L{k}",
-            f"-{point.name}", entry["rounds"], what=f"load point {point.name!r}")  # fmt: skip
+    prefix = f"requests-L{k}" if isinstance(k, int) else f"warmup-{k}"
+    _rounds(bench, engine, st, srv, model, point.workload, wl, prefix, f"-{point.name}",
+            entry["rounds"], what=f"load point {point.name!r}")  # fmt: skip
     entry["summary"] = metrics.launch_summary(entry["rounds"])
 
 

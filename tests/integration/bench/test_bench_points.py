@@ -36,6 +36,7 @@ server_args = ["--token-gap-ms", "9"]
 engine = "transformers"
 model = "fake-model"
 launches = 2
+warmup_launches = 1
 rounds = 1
 ready_timeout_s = 30
 
@@ -83,6 +84,10 @@ def test_a_load_point_is_measured_in_every_launch_and_reported(tmp_path: Path) -
             assert len(lines) == 8
             # the headline's own round is still the headline's
             assert launch["rounds"][0]["metrics"]["completed"] == 4
+        # the warm-up launch runs the point too (a JIT compiles its shapes there), discarded
+        (warm,) = bench["warmup_launches"]
+        assert warm["points"]["c4"]["rounds"][0]["requests_file"] == "warmup-W1-R1-c4.jsonl"
+        assert (run / "cells" / cid / "warmup-W1-R1-c4.jsonl").is_file()
         assert bench["points"]["c4"]["max_concurrency"] == 4
         assert bench["points"]["c4"]["summary"]["output_throughput"] > 0
     matrix = json.loads((run / "matrix.json").read_text())
