@@ -48,6 +48,17 @@ def test_sglang_0_5_14_log_facts() -> None:
     assert unread(fi) == [] and unread(tr) == []
 
 
+def test_sglang_0_5_12_log_facts() -> None:
+    log = FIXTURES / "sglang-0.5.12" / "server-flashinfer.log"
+    facts = read_facts([log], load_patterns(), engine="sglang")
+    assert facts["kv_cache_dtype"].value == "torch.bfloat16"
+    assert facts["cuda_graph_bs"].value == "[1, 2, 4, 8, 12, 16, 24, 32]"
+    assert facts["cuda_graph_decode"].value == "on"
+    assert facts["max_total_num_tokens"].value == "25425743"
+    assert facts["server.attention_backend"].value == "flashinfer"
+    assert unread(facts) == []
+
+
 def test_a_log_in_a_new_format_says_what_it_could_not_read(tmp_path: Path) -> None:
     log = tmp_path / "server-L1.log"
     log.write_text("[t] The server is fired up and ready to roll!\n", encoding="utf-8")
