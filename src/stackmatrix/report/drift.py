@@ -26,7 +26,11 @@ from stackmatrix.report.facts import CellFacts, Fact, package_key, text
 # its local build label (+cu128 -> +cu130) follows from them.
 _CHANNEL_FIELDS = ("cuda", "torch_backend", "index_url", "extra_index_urls", "find_links")
 # The probe reports imported modules; the lock reports distributions.
-_MODULE_DISTRIBUTIONS = {"flashinfer": "flashinfer-python", "sgl_kernel": "sgl-kernel"}
+# the distributions an import name comes from (sgl_kernel was sgl-kernel, then sglang-kernel)
+_MODULE_DISTRIBUTIONS = {
+    "flashinfer": ("flashinfer-python",),
+    "sgl_kernel": ("sgl-kernel", "sglang-kernel"),
+}
 _PROBE_VERSION = re.compile(r"probe:(?:imports\.)?(?P<module>[\w.-]+?)\.version")
 _SOURCE_NAMES = {
     "lock": "resolved lock",
@@ -141,7 +145,7 @@ def diff(
             continue
         because = (
             asked.get(key)
-            or asked.get(_package_of(key))
+            or next((asked[p] for p in _packages_of(key) if p in asked), None)
             or asked.get(_engine_package(key, engine))
             or _follows_from_channel(key, mine, theirs, differs)
         )
@@ -237,13 +241,13 @@ def _engine_package(key: str, engine: str) -> str:
     return package_key(engine) if engine and key in _ENGINE_VERSION_KEYS else ""
 
 
-def _package_of(key: str) -> str:
+def _packages_of(key: str) -> list[str]:
     """`probe:imports.flashinfer.version` is the version of package flashinfer-python."""
     m = _PROBE_VERSION.fullmatch(key)
     if m is None:
-        return ""
+        return []
     module = m.group("module")
-    return package_key(_MODULE_DISTRIBUTIONS.get(module, module))
+    return [package_key(d) for d in _MODULE_DISTRIBUTIONS.get(module, (module,))]
 
 
 def _changed_pins(base: Sequence[str], mine: Sequence[str]) -> set[str]:

@@ -250,6 +250,22 @@ def test_probe_versions_of_pinned_packages_are_intended(tmp_path, rules):
     assert drift.unintended == ()  # import timings are measurements, never compared
 
 
+def test_sgl_kernel_is_the_import_of_sglang_kernel_too(tmp_path, rules):
+    """The H200 upgrade run showed `probe imports.sgl_kernel.version` as unintended while
+    its distribution, renamed sglang-kernel in 0.4, was a changed pin."""
+    patterns, ranking = rules
+    cells = [
+        _cell(tmp_path, cid, lock=[("sglang-kernel", v, "pypi")],
+              probe={"imports": {"sgl_kernel": {"version": v, "seconds": 1.0}}})
+        for cid, v in (("base", "0.4.2.post2"), ("cell", "0.4.4"))
+    ]  # fmt: skip
+    differs = {"pins": [["sglang-kernel==0.4.2.post2"], ["sglang-kernel==0.4.4"]]}
+    drift = diff(collect(cells[1], patterns), collect(cells[0], patterns), differs=differs,
+                 ranking=ranking)  # fmt: skip
+    assert "probe:imports.sgl_kernel.version" in {d.key for d in drift.intended}
+    assert drift.unintended == ()
+
+
 def test_the_driver_a_cuda_change_needs_is_intended(tmp_path, rules):
     """`cuda = "13.0"` made "driver cuda 12.8 -> 13.0" and "driver required_min"
     unintended differences (issue 16, item 17); the driver found is still compared."""
