@@ -238,7 +238,7 @@ def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -
             "order": opts.order or opts.spec.order,
             "order_seed": opts.spec.order_seed,
             "created": previous.get("created", now_iso()),
-            "updated": now_iso(),
+            "updated": now_iso(),  # this invocation's start; `finished` comes at its end
             "stackmatrix_version": __version__,
             "run_id": previous.get("run_id") or run_identity(),
             "argv": list(opts.argv),
@@ -670,4 +670,14 @@ def _run_locked(
             summary.statuses.setdefault(cid, {})[name] = result.status.value
     if "report" in opts.phases:
         summary.report_paths, summary.policy_failures = report_phase(run, opts, progress)
+    _mark_finished(run)
     return summary
+
+
+def _mark_finished(run: RunDir) -> None:
+    """run.json's `finished`: when this invocation's phases ended; `updated` says when it
+    began. An interrupted or crashed invocation leaves no `finished` (each invocation
+    writes run.json anew at its start)."""
+    data = run.read_run()
+    data.pop("schema_version", None)
+    run.write_json("run.json", {**data, "finished": now_iso()})

@@ -95,6 +95,8 @@ def test_resume_redoes_a_corrupt_phase_result_and_refuses_a_corrupt_run_json(tmp
     spec, out = spec_file(tmp_path, "adv"), tmp_path / "out"
     argv = ["build", str(spec), "--output", str(out), "--work-dir", str(tmp_path / "work")]
     assert main(argv) == 0
+    run_json = json.loads((out / "run.json").read_text())
+    assert run_json["finished"] >= run_json["updated"] >= run_json["created"]
     build = out / "cells" / "a" / "build.json"
     broken = json.loads(build.read_text())
     del broken["phase"]
