@@ -8,14 +8,19 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stackmatrix import __version__, _signals
 from stackmatrix._console import Console, write_step_summary
 from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
-from stackmatrix.pipeline import ALL_PHASES, RunOptions, default_work_dir, run_pipeline
-from stackmatrix.plan import describe_difference, github_matrix, make_plan
-from stackmatrix.spec import load_spec, parse_fail_on
-from stackmatrix.spec_model import BACKENDS, FAIL_ON, METRICS, ORDERS, Spec
+from stackmatrix.spec_model import BACKENDS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
+
+if TYPE_CHECKING:
+    from stackmatrix.spec_model import Spec
+
+# Each command imports what it needs when it runs: `inspect` and `--help` do not pay for
+# the pipeline, the spec parser or the report (issue 17, item 3: start-up time).
+ALL_PHASES = PIPELINE_PHASES
 
 log = logging.getLogger("stackmatrix")
 
@@ -177,12 +182,17 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from stackmatrix.spec import load_spec
+
     spec = load_spec(args.spec)
     print(f"{args.spec}: valid; {len(spec.cells)} cell(s), baseline {spec.baseline}")
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from stackmatrix.plan import describe_difference, github_matrix, make_plan
+    from stackmatrix.spec import load_spec
+
     spec = load_spec(args.spec)
     if args.github_matrix:
         print(json.dumps(github_matrix(spec, args.default_runner)))
@@ -218,6 +228,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
+    from stackmatrix.spec import load_spec, parse_fail_on
+
     spec = load_spec(args.spec)
     console = Console()
     opts = RunOptions(
@@ -273,6 +286,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from stackmatrix.report import build_report
+    from stackmatrix.spec import parse_fail_on
 
     outcome = build_report(
         args.results,

@@ -30,13 +30,13 @@ from stackmatrix.envs.lock import lock_digest
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
 from stackmatrix.plan import PlannedCell, make_plan
 from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
-from stackmatrix.spec_model import Spec
+from stackmatrix.spec_model import PIPELINE_PHASES, Spec
 
 if TYPE_CHECKING:
     from stackmatrix.compat.scancache import ScanCache
 
 log = logging.getLogger(__name__)
-ALL_PHASES = ("build", "check", "bench", "report")
+ALL_PHASES = PIPELINE_PHASES
 Progress = Callable[[str, str, str], None]  # (phase, cell, message)
 
 

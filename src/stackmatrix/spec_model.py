@@ -15,6 +15,7 @@ BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
 ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
 ORDERS: tuple[str, ...] = ("interleaved", "sequential", "random")
 FAIL_ON: tuple[str, ...] = ("incompatible", "regression", "failed")  # --fail-on, report.fail_on
+PIPELINE_PHASES: tuple[str, ...] = ("build", "check", "bench", "report")  # in their order
 METRICS: tuple[str, ...] = (
     "output_throughput",
     "request_throughput",
