@@ -13,12 +13,12 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from stackmatrix.bench.client import ClientOptions, run_round
-from stackmatrix.bench.cpuenv import cache_root, ensure_cpu_serving_env
 from stackmatrix.bench.engines import get_engine
 from stackmatrix.bench.metrics import round_metrics
 from stackmatrix.bench.server import launch
@@ -27,6 +27,9 @@ from stackmatrix.bench.workload import generate
 from stackmatrix.envs.base import Environment
 from stackmatrix.report._tdist import t_ppf
 from stackmatrix.spec_model import Workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's fixtures
+from tests.support.cpuenv import cache_root, ensure_cpu_serving_env
 
 AIPERF = ("aiperf==0.13.0",)
 

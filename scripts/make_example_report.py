@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate reports/examples/story/: the report a user gets, on SYNTHETIC data.
 
-The results directory is written by stackmatrix.report.synthetic (a seeded noise model,
+The results directory is written by tests/support/synthetic.py (a seeded noise model,
 not a measurement) in the shape the run phases write, then reported on like any run.
 Only the four report files are kept under reports/examples/story/, to keep it small.
 
@@ -18,8 +18,10 @@ from pathlib import Path
 
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import build_report
-from stackmatrix.report.synthetic import SyntheticCell, story_cells, write_run
 from stackmatrix.results import Status
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's fixtures
+from tests.support.synthetic import SyntheticCell, story_cells, write_run
 
 OUTPUTS = ("matrix.md", "matrix.html", "matrix.json", "junit.xml")
 

@@ -10,8 +10,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from tests.support.cpuenv import cache_root, ensure_cpu_serving_env
 
-from stackmatrix.bench.cpuenv import cache_root, ensure_cpu_serving_env
 from stackmatrix.bench.tinymodel import make_tiny_model, script_text
 
 

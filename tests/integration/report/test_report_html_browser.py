@@ -11,9 +11,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.report import build_report
-from stackmatrix.report.synthetic import story_cells, write_run
 
 pytestmark = pytest.mark.integration
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support.synthetic import story_cells, write_run
+
 from stackmatrix.explain.derive import derive
 from stackmatrix.report.load import load_run
 from stackmatrix.report.model import build_model
-from stackmatrix.report.synthetic import story_cells, write_run
 
 
 def test_the_story_s_differences_become_reverts(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Results directories written by hand, exactly as the contracts describe the files.
 
-Independent of stackmatrix.report.synthetic on purpose: these raw dicts are the
+Independent of tests.support.synthetic on purpose: these raw dicts are the
 contract the other phases write, so a drift between the two shows up as a failure.
 """
 

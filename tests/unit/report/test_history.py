@@ -2,11 +2,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.errors import ResultsError
 from stackmatrix.report import build_report
 from stackmatrix.report.model import HistoryNote
-from stackmatrix.report.synthetic import story_cells, write_run
 
 
 def _run(tmp_path: Path, name: str, seed: int) -> Path:

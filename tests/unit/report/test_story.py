@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
+from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.report import build_report
 from stackmatrix.report.stats import Verdict
-from stackmatrix.report.synthetic import story_cells, write_run
 
 GOLDEN = Path(__file__).parent / "golden"
 
