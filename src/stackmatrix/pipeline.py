@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from stackmatrix import __version__, _atomic, _nofollow, _proc, _signals
 from stackmatrix._lock import results_dir_lock
 from stackmatrix._secrets import REDACTED, redact
+from stackmatrix.envs.backends import get_backend
 from stackmatrix.envs.base import BuildOutcome, Environment
 from stackmatrix.envs.lock import lock_digest
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
@@ -346,26 +347,10 @@ def _env_still_there(result: PhaseResult) -> bool:
 
 
 def _backend_build(pc: PlannedCell, spec_dir: Path, work_dir: Path, log_path: Path) -> BuildOutcome:
-    kwargs: dict[str, Any] = {
-        "spec_dir": spec_dir,
-        "work_dir": work_dir,
-        "log_path": log_path,
-        "content_hash": pc.content_hash,
-    }
-    match pc.cell.backend:
-        case "venv":
-            from stackmatrix.envs import venv
-
-            return venv.build(pc.cell, **kwargs)
-        case "current":
-            from stackmatrix.envs import current
-
-            return current.build(pc.cell, **kwargs)
-        case "docker":
-            from stackmatrix.envs import docker
-
-            return docker.build(pc.cell, **kwargs)
-    raise AssertionError(pc.cell.backend)
+    return get_backend(pc.cell.backend).build(
+        pc.cell, spec_dir=spec_dir, work_dir=work_dir, log_path=log_path,
+        content_hash=pc.content_hash,
+    )  # fmt: skip
 
 
 def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
@@ -557,7 +542,8 @@ def _with_tiny_model(
 
     assert spec.bench is not None
     order = [c for c in dict.fromkeys([spec.baseline, *sorted(envs)]) if c in envs]
-    built = sorted((envs[c] for c in order), key=lambda e: e.backend == "docker")
+    # a host interpreter first: an image's writes the model through a bind mount
+    built = sorted((envs[c] for c in order), key=lambda e: not get_backend(e.backend).on_host)
     if not built:
         raise StackmatrixError(
             "model = 'stackmatrix:tiny-llama' needs a built cell with torch and "
@@ -572,13 +558,9 @@ def _with_tiny_model(
         )
     dest = work_dir / "models" / ("tiny-llama" if size == "tiny" else f"random-llama-{size}")
     progress("bench", "-", f"generated model: {dest}")
-    python = env.python
-    if env.backend == "docker":
-        from stackmatrix.envs import docker
-
-        dest = dest.resolve()
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        python = tuple(docker.python_command(env, writable=[dest.parent]))
+    dest = dest.resolve()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    python = tuple(get_backend(env.backend).python_command(env, writable=[dest.parent]))
     path = make_tiny_model(dest, python=python, env={**os.environ, **env.env}, size=size)
     return replace(spec, bench=replace(spec.bench, model=str(path)))
 

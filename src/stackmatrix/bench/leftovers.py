@@ -37,7 +37,8 @@ def record_path(log_path: Path) -> Path:
     return log_path.with_name(log_path.stem + SUFFIX)
 
 
-def record(log_path: Path, proc: subprocess.Popen[bytes], port: int, container: str | None) -> Path:
+def record(log_path: Path, proc: subprocess.Popen[bytes], port: int, backend: str,
+           handle: str | None) -> Path:  # fmt: skip
     path = record_path(log_path)
     _atomic.write_json(
         path,
@@ -45,7 +46,8 @@ def record(log_path: Path, proc: subprocess.Popen[bytes], port: int, container: 
             "schema_version": 1,
             "pgid": proc.pid,
             "port": port,
-            "container": container,
+            "backend": backend,
+            "container": handle,  # what the backend's cleanup removes (a container's name)
             "start_time": _start_time(proc.pid),
             "boot_id": _boot_id(),
             "log": log_path.name,
@@ -72,9 +74,9 @@ def _reap_one(path: Path) -> str:
     except (OSError, ResultsError, ValueError, KeyError, TypeError) as exc:
         return f"unreadable record {path.name} ({exc}); nothing stopped"
     what = f"server of an earlier run (process group {pgid}, port {port}, {data.get('log')})"
-    container = data.get("container")
-    if container and data.get("boot_id") == _boot_id():  # this machine's (a merged piece
-        _remove_container(str(container))  # may come from another); ours by its label
+    handle = data.get("container")
+    if handle and data.get("boot_id") == _boot_id():  # this machine's (a merged piece
+        _cleanup(str(data.get("backend") or "docker"), str(handle))  # may come from another)
     if not _ours(pgid, data):
         return f"{what} is gone (or its pid now belongs to another process); nothing stopped"
     stopped = _stop_group(pgid)
@@ -113,10 +115,14 @@ def _group_alive(pgid: int) -> bool:
     return stat is not None and stat[0] != "Z"
 
 
-def _remove_container(name: str) -> None:
-    from stackmatrix.envs import docker
+def _cleanup(backend: str, handle: str) -> None:
+    from stackmatrix.envs.backends import get_backend
 
-    docker.remove_container(name)  # only one carrying our owner label; never raises
+    try:
+        found = get_backend(backend)
+    except ValueError:
+        return  # a record written by another version: nothing we know how to remove
+    found.cleanup(handle)  # docker: only a container carrying our owner label; never raises
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -15,7 +15,6 @@ import random
 import socket
 import subprocess
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from stackmatrix import _proc
 from stackmatrix._secrets import redact_files, secret_values
 from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
+from stackmatrix.envs.backends import Backend, get_backend
 from stackmatrix.envs.base import Environment
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,13 @@ def launch(
 ) -> Iterator[RunningServer]:
     """Start the engine in `environment`, yield it once ready, always tear it down."""
     port = free_port(engine.derived_port_offsets.values())
-    container = f"stackmatrix-{uuid.uuid4().hex[:12]}" if environment.backend == "docker" else None
-    argv = _argv(engine, environment, model, port, args, container, gpus)
+    backend = get_backend(environment.backend)
+    command = backend.server_command(
+        environment,
+        lambda python: engine.launch_argv(python, model, "127.0.0.1", port, args),
+        port=port, model=model, gpus=gpus,
+    )  # fmt: skip
+    argv = command.argv
     server = RunningServer(
         base_url=f"http://127.0.0.1:{port}",
         argv=tuple(argv),
@@ -162,7 +167,7 @@ def launch(
     live: Path | None = None
     try:
         # kept while it runs: a SIGKILLed run leaves it to the next one (leftovers.py)
-        live = leftovers.record(log_path, server.proc, port, container)
+        live = leftovers.record(log_path, server.proc, port, backend.name, command.handle)
         wait_ready(server, engine, ready_timeout_s)
         yield server
     except ServerFailed as exc:
@@ -170,35 +175,12 @@ def launch(
         raise
     finally:
         try:
-            server.teardown = stop(server.proc, port, container)
+            server.teardown = stop(server.proc, port, backend, command.handle)
         finally:  # a second signal may cut the teardown short: kept while it may run
             if live is not None and server.proc.poll() is not None:
                 live.unlink(missing_ok=True)
             # engines print their arguments back (sglang: ServerArgs, api_key included)
             redact_files(log_path, known=secret_values(argv, environment.env))
-
-
-def _argv(
-    engine: Engine,
-    environment: Environment,
-    model: str,
-    port: int,
-    args: Sequence[str],
-    container: str | None,
-    gpus: bool,
-) -> list[str]:
-    if container is None:
-        return engine.launch_argv(environment.python, model, "127.0.0.1", port, args)
-    # Lazy: the docker backend is only needed for docker cells.
-    from stackmatrix.envs import docker
-
-    # The container shares the host's network (container_command's default), and
-    # `python` inside it is the cell's interpreter.
-    inner = engine.launch_argv(("python",), model, "127.0.0.1", port, args)
-    mounts = [(model, model)] if Path(model).is_absolute() else []
-    return docker.container_command(
-        environment, inner, name=container, port=port, mounts=mounts, gpus=gpus
-    )
 
 
 def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -229,14 +211,14 @@ def wait_ready(server: RunningServer, engine: Engine, timeout_s: float) -> None:
         time.sleep(POLL_S)
 
 
-def stop(proc: subprocess.Popen[bytes], port: int, container: str | None) -> Teardown:
-    """SIGTERM/SIGKILL our process group, remove our container, then prove it is gone."""
+def stop(proc: subprocess.Popen[bytes], port: int, backend: Backend | None = None,
+         handle: str | None = None) -> Teardown:  # fmt: skip
+    """SIGTERM/SIGKILL our process group, then what the backend left (a container), then
+    prove it is gone."""
     pids = group_pids(proc.pid)
     _proc.stop(proc)
-    if container is not None:
-        from stackmatrix.envs import docker
-
-        docker.remove_container(container)
+    if backend is not None and handle is not None:
+        backend.cleanup(handle)
     port_free = _wait_port_free(port)
     left = sorted(set(envfacts.gpu_pids()) & set(pids))
     if not port_free:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.bench import leftovers
+from stackmatrix.envs.backends import DockerBackend
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def _log(tmp_path: Path) -> Path:
 
 
 def test_a_recorded_server_still_ours_is_stopped(tmp_path, server):
-    record = leftovers.record(_log(tmp_path), server, 18123, None)
+    record = leftovers.record(_log(tmp_path), server, 18123, "venv", None)
     assert record.name == "server-L1.live.json"
     assert json.loads(record.read_text())["pgid"] == server.pid
     [line] = leftovers.reap(tmp_path / "run")
@@ -47,7 +48,7 @@ def test_a_recorded_server_still_ours_is_stopped(tmp_path, server):
 
 
 def test_a_reused_pid_is_left_alone(tmp_path, server):
-    record = leftovers.record(_log(tmp_path), server, 18123, None)
+    record = leftovers.record(_log(tmp_path), server, 18123, "venv", None)
     data = json.loads(record.read_text())
     record.write_text(json.dumps({**data, "start_time": data["start_time"] + 1}))
     [line] = leftovers.reap(tmp_path / "run")
@@ -56,7 +57,7 @@ def test_a_reused_pid_is_left_alone(tmp_path, server):
 
 
 def test_a_server_that_ended_and_a_corrupt_record(tmp_path, server):
-    leftovers.record(_log(tmp_path), server, 18123, None)
+    leftovers.record(_log(tmp_path), server, 18123, "venv", None)
     os.killpg(server.pid, signal.SIGKILL)
     server.wait()
     other = tmp_path / "run" / "cells" / "b" / "server-L2.live.json"
@@ -69,12 +70,12 @@ def test_a_server_that_ended_and_a_corrupt_record(tmp_path, server):
 
 def test_a_container_is_removed_only_on_the_machine_that_recorded_it(tmp_path, server, monkeypatch):
     removed: list[str] = []
-    monkeypatch.setattr(leftovers, "_remove_container", removed.append)
-    record = leftovers.record(_log(tmp_path), server, 18123, "stackmatrix-0123456789ab")
+    monkeypatch.setattr(DockerBackend, "cleanup", lambda self, handle: removed.append(handle))
+    record = leftovers.record(_log(tmp_path), server, 18123, "docker", "stackmatrix-0123456789ab")
     data = json.loads(record.read_text())
     record.write_text(json.dumps({**data, "boot_id": "another-machine"}))
     [line] = leftovers.reap(tmp_path / "run")
     assert removed == [] and "nothing stopped" in line and server.poll() is None
-    leftovers.record(_log(tmp_path / "again"), server, 18123, "stackmatrix-0123456789ab")
+    leftovers.record(_log(tmp_path / "again"), server, 18123, "docker", "stackmatrix-0123456789ab")
     leftovers.reap(tmp_path / "again" / "run")
     assert removed == ["stackmatrix-0123456789ab"]
