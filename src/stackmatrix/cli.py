@@ -304,7 +304,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from stackmatrix.compat.phase import inspect_path, render_text
+    from stackmatrix.compat.inspection import inspect_path
+    from stackmatrix.compat.render import render_text
 
     if not args.path.exists():
         raise UsageError(f"{args.path}: no such file or directory")

@@ -15,7 +15,8 @@ import pytest
 
 from stackmatrix import _proc
 from stackmatrix._datadir import ENV_VAR
-from stackmatrix.compat import _data, phase, scancache
+from stackmatrix.compat import _data, scancache
+from stackmatrix.compat import environment as env_check
 from stackmatrix.compat.phase import CheckOutcome, check_environment
 from stackmatrix.compat.scancache import ScanCache
 from stackmatrix.envs.base import Environment
@@ -91,8 +92,8 @@ def test_an_unchanged_environment_is_scanned_once_and_judged_the_same(tmp_path, 
     def rescanned(*args: object, **kwargs: object) -> None:
         raise AssertionError("the static scan ran again")
 
-    monkeypatch.setattr(phase, "_static_check", rescanned)
-    monkeypatch.setattr(phase, "read_inventory", rescanned)
+    monkeypatch.setattr(env_check, "static_check", rescanned)
+    monkeypatch.setattr(env_check, "read_inventory", rescanned)
     again = check(env, cache_in(tmp_path))
     assert scanned(again) == "hit"
     assert without_timing(again) == without_timing(first)
