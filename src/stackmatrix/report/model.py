@@ -29,6 +29,7 @@ from stackmatrix.report.stats import (
     Verdict,
     calibrate,
     compare,
+    higher_is_better,
     interval,
     launch_samples,
 )
@@ -332,6 +333,7 @@ def build_model(
                 )
         cells.append(_cell_report(cell, results, headline, thresholds, comparison, drift))
     notes += _unread_notes(results.cells, patterns)
+    notes += _cold_first_launch_notes(cells, headline)
     return MatrixReport(
         spec_name=str(results.run.get("spec_name", "")),
         spec_hash=str(results.run.get("spec_hash", "")),
@@ -387,6 +389,30 @@ def _points(
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _cold_first_launch_notes(cells: Sequence[CellReport], headline: str) -> list[str]:
+    """A cell whose first measured launch is an outlier on the bad side paid for something
+    the warm-up launches did not (a JIT's compiles, cold caches): the H200 upgrade run's
+    first 0.5.12 launch was 23% slow after one warm-up launch, and made its noise 11.6%."""
+    notes = []
+    better_high = higher_is_better(headline)
+    for cell in cells:
+        measured = [r for r in cell.launches if r.value is not None]
+        values = [r.value for r in measured if r.value is not None]
+        if len(values) < 3 or not measured[0].outlier:
+            continue
+        first, median = values[0], statistics.median(values[1:])
+        if (first < median) != better_high:
+            continue  # an outlier on the good side is not a cold start
+        warm = len(cell.warmup_launches)
+        notes.append(
+            f"{cell.id}: its first measured launch ({measured[0].label}, {first:.4g}) is an "
+            f"outlier, {abs(first / median - 1):.0%} worse than its other launches' median "
+            f"({median:.4g}); after {warm} warm-up launch(es) it still paid for a cold start "
+            "(a JIT's compiles, cold caches): raise bench.warmup_launches"
+        )
+    return notes
 
 
 def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) -> list[str]:

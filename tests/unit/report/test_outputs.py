@@ -233,3 +233,24 @@ def test_fail_on_parsing():
     )
     with pytest.raises(UsageError, match="unknown value"):
         parse_fail_on(["regresion"])
+
+
+@pytest.mark.parametrize(
+    ("launches", "noted"),
+    [
+        ([409.0, 525.0, 534.0, 531.0, 531.0], True),  # the H200 upgrade run's 0.5.12 cell
+        ([531.0, 525.0, 409.0, 534.0, 531.0], False),  # a slow launch later: not a cold start
+        ([640.0, 525.0, 534.0, 531.0, 531.0], False),  # faster first: not a cold start either
+    ],
+)
+def test_a_cold_first_launch_asks_for_more_warm_up(tmp_path, launches, noted):
+    defs = {"a": {"python": "3.11"}, "b": {"python": "3.11"}}
+    rd = run_dir(tmp_path, cells=list(defs), baseline="a", definitions=defs)
+    for cid in defs:
+        data = bench_data([[v] for v in launches], config={"port": 1})
+        write(rd / "cells" / cid / "bench.json", phase(cid, "bench", data=data))
+    notes = [n for n in build_report(rd).report.notes if "first measured launch" in n]
+    assert len(notes) == (2 if noted else 0)
+    if noted:
+        assert notes[0].startswith("a: its first measured launch (L0, 409) is an outlier, 23% ")
+        assert "after 0 warm-up launch(es)" in notes[0] and "bench.warmup_launches" in notes[0]
