@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from stackmatrix import layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.results import now_iso
 
-LOCK_FILE = ".stackmatrix.lock"
+LOCK_FILE = layout.LOCK_FILE
 _OPEN = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 

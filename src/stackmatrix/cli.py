@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackmatrix import __version__, _signals
+from stackmatrix import __version__, _signals, layout
 from stackmatrix._console import Console, write_step_summary
 from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
 from stackmatrix.spec_model import BACKENDS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
@@ -259,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         explain_after_run(summary.run_dir, work_dir=opts.work_dir, jobs=opts.jobs,
                           rounds=spec.report.explain_rounds, progress=console.progress)  # fmt: skip
-    md = summary.run_dir / "matrix.md"
+    md = summary.run_dir / layout.REPORT_MD
     if md.exists():
         write_step_summary(md.read_text(encoding="utf-8"))
     if summary.policy_failures:
@@ -270,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
     from stackmatrix.calibrate import noise_note
 
-    matrix = run_dir / "matrix.json"
+    matrix = run_dir / layout.REPORT_JSON
     if spec.bench is None or not matrix.exists():
         return
     calibration = json.loads(matrix.read_text(encoding="utf-8")).get("calibration")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _nofollow
+from stackmatrix import _nofollow, layout
 from stackmatrix.bench.phase import SCHEDULE_FILE
 from stackmatrix.bench.workload import WORKLOAD_FILE
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
@@ -28,7 +28,7 @@ from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
 log = logging.getLogger(__name__)
 AGREE_ON = ("spec_name", "spec_hash", "stackmatrix_version", "baseline")
 # the run-level files every piece writes alike, taken from the first piece
-SHARED_FILES = ("spec.toml", "plan.json", WORKLOAD_FILE, "workload.json")
+SHARED_FILES = (layout.SPEC_TOML, layout.PLAN_JSON, layout.WORKLOAD_JSONL, layout.WORKLOAD_JSON)
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def check_output(output: Path, pieces: Sequence[Path]) -> None:
     if output.is_symlink() or (output.exists() and not output.is_dir()):
         raise ResultsError(f"refusing to merge into {output}: it is a link or not a directory")
     if output.is_dir() and any(output.iterdir()):
-        what = "a results directory" if (output / "run.json").exists() else "not empty"
+        what = "a results directory" if (output / layout.RUN_JSON).exists() else "not empty"
         raise ResultsError(
             f"refusing to merge into {output}: it is {what}; merging there would replace "
             "its run.json and spec.toml and mix its cells with the pieces'. Pass a new or "
@@ -151,7 +151,8 @@ def _fill(
     out: RunDir, pieces: Sequence[Piece], planned: Sequence[str], owners: dict[str, Path]
 ) -> None:
     first = pieces[0].run.path
-    for name in SHARED_FILES:
+    points = sorted(p.name for p in first.glob(layout.point_workload("*")))
+    for name in (*SHARED_FILES, *points):
         if _lexists(first / name):
             _nofollow.copy_file(first / name, out.path / name)
     _merge_schedules(out, pieces)
@@ -168,7 +169,7 @@ def _fill(
     meta.pop("schema_version", None)
     meta.update(cells=list(planned), merged_from=[str(p.run.path) for p in pieces])
     meta.update(merge_skipped=skipped, updated=now_iso())
-    out.write_json("run.json", meta)
+    out.write_json(layout.RUN_JSON, meta)
 
 
 def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
@@ -203,7 +204,7 @@ def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:
 def _planned_cells(run_path: Path) -> list[str]:
     """The plan's cell ids; each must be one plain directory name, or merge would write
     outside --output (issue 16, defect 6)."""
-    path = run_path / "plan.json"
+    path = run_path / layout.PLAN_JSON
     plan = _nofollow.read_json(path)
     cells = plan.get("cells") if isinstance(plan, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackmatrix import __version__, _atomic, _nofollow, _proc, _signals
+from stackmatrix import __version__, _atomic, _nofollow, _proc, _signals, layout
 from stackmatrix._lock import results_dir_lock
 from stackmatrix._secrets import REDACTED, redact
 from stackmatrix.envs.backends import get_backend
@@ -145,7 +145,7 @@ def history_db(opts: RunOptions, run_path: Path) -> Path | None:
         return opts.history
     reports = opts.reports_dir.resolve()
     if opts.output is None or reports in opts.output.resolve().parents:
-        return opts.reports_dir / "history.sqlite"
+        return opts.reports_dir / layout.HISTORY_DB
     return None
 
 
@@ -182,7 +182,7 @@ def _is_run_of(path: Path, name: str) -> bool:
     if not _STAMP.fullmatch(path.name.removeprefix(f"{name}-")) or path.is_symlink():
         return False
     try:
-        meta = _nofollow.read_json(path / "run.json")
+        meta = _nofollow.read_json(path / layout.RUN_JSON)
     except ResultsError:
         return False
     return isinstance(meta, dict) and meta.get("spec_name") == name
@@ -222,12 +222,12 @@ def run_identity() -> str | None:
 
 def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -> None:
     spec_path = Path(opts.spec.path)
-    _atomic.write_bytes(run.path / "spec.toml", spec_path.read_bytes())
+    _atomic.write_bytes(run.path / layout.SPEC_TOML, spec_path.read_bytes())
     previous = run.read_run() if run.run_json.exists() else {}
     cells = sorted(set(previous.get("cells", [])) | {pc.cell.id for pc in planned})
     policy = opts.spec.report
     run.write_json(
-        "run.json",
+        layout.RUN_JSON,
         {
             "spec_name": opts.spec.name,
             "spec_path": str(spec_path),
@@ -252,7 +252,7 @@ def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -
         },
     )
     all_planned = make_plan(opts.spec)
-    run.write_json("plan.json", {"cells": [pc.to_dict() for pc in all_planned]})
+    run.write_json(layout.PLAN_JSON, {"cells": [pc.to_dict() for pc in all_planned]})
 
 
 # ---------------------------------------------------------------- phases
@@ -662,4 +662,4 @@ def _mark_finished(run: RunDir) -> None:
     writes run.json anew at its start)."""
     data = run.read_run()
     data.pop("schema_version", None)
-    run.write_json("run.json", {**data, "finished": now_iso()})
+    run.write_json(layout.RUN_JSON, {**data, "finished": now_iso()})

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic, _nofollow, _shapes
+from stackmatrix import _atomic, _nofollow, _shapes, layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding
 
@@ -161,7 +161,7 @@ class RunDir:
 
     @property
     def run_json(self) -> Path:
-        return self.path / "run.json"
+        return self.path / layout.RUN_JSON
 
     def cell(self, cell_id: str) -> CellDir:
         d = CellDir(self.path / "cells" / cell_id, cell_id)

@@ -50,6 +50,7 @@ def piece(root: Path, cell: str, *, plan_ids: tuple[str, ...] = CELLS) -> Path:
     _write(root / "spec.toml", 'name = "m"\n')
     _write(root / "workload.jsonl", '{"prompt": "p"}\n')
     _write(root / "workload.json", {"schema_version": 1, "hash": "w"})
+    _write(root / "workload-c32.jsonl", '{"prompt": "q"}\n')  # a load point's workload
     slots = [{"cell": cell, "launch": k} for k in (1, 2)]
     _write(root / "bench-schedule.json", {"schema_version": 1, "order": "x", "slots": slots})
     _write(root / "cells" / cell / "build.json", _phase(cell, "build"))
@@ -85,6 +86,7 @@ def test_merged_run_keeps_the_launch_schedule_of_every_piece(pieces, tmp_path):
         ("new", 2),
     ]
     assert (out / "workload.json").is_file() and (out / "workload.jsonl").is_file()
+    assert (out / "workload-c32.jsonl").read_text() == '{"prompt": "q"}\n'
     assert (out / "cells" / "new" / "build.log").read_text() == "built new\n"
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic
+from stackmatrix import _atomic, layout
 from stackmatrix._secrets import redact, redact_argv
 from stackmatrix.bench import envfacts, leftovers, metrics, schedule, server, workload
 from stackmatrix.bench.client import ClientOptions, run_round
@@ -33,7 +33,7 @@ from stackmatrix.spec_model import Bench, LoadPoint, Spec, Workload
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, str], None]
-SCHEDULE_FILE = "bench-schedule.json"
+SCHEDULE_FILE = layout.BENCH_SCHEDULE
 
 
 @dataclass(kw_only=True)
@@ -314,7 +314,7 @@ def _run_launch(
         "status": "ok",
         "rounds": [],
     }
-    log_path = st.cell_dir.file(f"server-L{k}.log")
+    log_path = st.cell_dir.file(layout.server_log(k))
     args = [*bench.server_args, *st.server_args]
     args += engine.pinned_args(args, seed=bench.workload.seed)
     srv: server.RunningServer | None = None
@@ -376,17 +376,13 @@ def _measure(
     point: LoadPoint | None = None,
 ) -> None:
     """The headline's rounds into `launch["rounds"]`, or a load point's (on the same
-    server, after them) into `launch["points"][name]`, in requests-L<k>-R<r>-<name>.jsonl."""
-    # warm-up launches ("W1") write warmup-W1-R1[-<point>].jsonl: never read as measurements
+    server, after them) into `launch["points"][name]` (files: layout.requests_file)."""
     if point is None:
-        prefix = f"requests-L{k}" if isinstance(k, int) else f"warmup-{k}"
-        _rounds(bench, engine, st, srv, model, bench.workload, wl, prefix, "", launch["rounds"])
+        _rounds(bench, engine, st, srv, model, bench.workload, wl, k, None, launch["rounds"])
         return
     entry: dict[str, Any] = {"rounds": []}
     launch.setdefault("points", {})[point.name] = entry
-    prefix = f"requests-L{k}" if isinstance(k, int) else f"warmup-{k}"
-    _rounds(bench, engine, st, srv, model, point.workload, wl, prefix, f"-{point.name}",
-            entry["rounds"], what=f"load point {point.name!r}")  # fmt: skip
+    _rounds(bench, engine, st, srv, model, point.workload, wl, k, point.name, entry["rounds"])
     entry["summary"] = metrics.launch_summary(entry["rounds"])
 
 
@@ -398,10 +394,9 @@ def _rounds(
     model: str,
     wk: Workload,
     wl: workload.WorkloadSet,
-    prefix: str,
-    suffix: str,
+    k: int | str,
+    point: str | None,
     rounds: list[dict[str, Any]],
-    what: str = "",
 ) -> None:
     """`bench.rounds` measured rounds of `wl`, each appended to `rounds` as it ends (a
     server that dies mid-launch keeps the rounds it finished)."""
@@ -419,7 +414,7 @@ def _rounds(
             warm = run_round(wl.warmup, dataclasses.replace(opts, use_arrivals=False))
             warm_errors = sum(not rec.ok for rec in warm.records)
         outcome = run_round(wl.measured, opts)
-        name = f"{prefix}-R{r}{suffix}.jsonl"
+        name = layout.requests_file(k, r, point)
         workload.write_requests(st.cell_dir.file(name), [x.to_dict() for x in outcome.records])
         figures = metrics.round_metrics(outcome.records, outcome.duration_s)
         rounds.append(
@@ -429,9 +424,9 @@ def _rounds(
             raise server.ServerFailed(srv.exit_message())
         if figures["completed"] == 0:
             first = next((x.error for x in outcome.records if x.error), "no requests")
+            where = f" of load point {point!r}" if point else ""
             raise server.ServerFailed(
-                f"every request of round {r}{' of ' + what if what else ''} failed; "
-                f"first error: {first}",
+                f"every request of round {r}{where} failed; first error: {first}",
                 code="requests_failed",
             )
 
@@ -569,16 +564,16 @@ def _write_workload(run_dir: RunDir, wl: workload.WorkloadSet, points: _Points =
         workload.write(run_dir.path, wl)
     info: dict[str, Any] = {"hash": wl.hash, "measured": len(wl.measured), "warmup": len(wl.warmup)}
     if not points:
-        run_dir.write_json("workload.json", info)
+        run_dir.write_json(layout.WORKLOAD_JSON, info)
         return wl.hash
     combined = hashlib.sha256(wl.hash.encode())
     info["points"] = {}
     for pt, pwl in points:
-        _atomic.write_bytes(run_dir.path / f"workload-{pt.name}.jsonl", pwl.to_jsonl())
+        _atomic.write_bytes(run_dir.path / layout.point_workload(pt.name), pwl.to_jsonl())
         info["points"][pt.name] = {"hash": pwl.hash, "measured": len(pwl.measured),
                                    "warmup": len(pwl.warmup)}  # fmt: skip
         combined.update(f"{pt.name}:{pwl.hash}".encode())
-    run_dir.write_json("workload.json", info)
+    run_dir.write_json(layout.WORKLOAD_JSON, info)
     return combined.hexdigest()
 
 

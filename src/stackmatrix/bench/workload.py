@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic
+from stackmatrix import _atomic, layout
 from stackmatrix.errors import SpecError
 from stackmatrix.spec_model import Workload
 
 SCHEMA_VERSION = 1
-WORKLOAD_FILE = "workload.jsonl"
+WORKLOAD_FILE = layout.WORKLOAD_JSONL
 
 _WORD_TEXT = """
     the of and to in is was for on that with as by at from his her it an are were

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from stackmatrix import layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.explain.runner import RoundRunner, explain_cell
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
@@ -44,7 +45,7 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
 
 def explainable_cells(run_dir: Path) -> list[str]:
     """The cells whose verdict is slower or faster, from the run's matrix.json."""
-    matrix = run_dir / "matrix.json"
+    matrix = run_dir / layout.REPORT_JSON
     try:
         data = json.loads(matrix.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic
+from stackmatrix import _atomic, layout
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.explain import _toml
 from stackmatrix.explain.derive import Change, Derived, derive
@@ -30,7 +30,7 @@ from stackmatrix.report.stats import Thresholds
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
-EXPLANATION_FILE = "explanation.json"
+EXPLANATION_FILE = layout.EXPLANATION_JSON
 _UNSAFE = re.compile(r"[^A-Za-z0-9._~=+,-]+")
 _LOCAL_KEYS = ("find_links", "extra_index_urls", "ca_certs")
 
@@ -92,7 +92,7 @@ def _context(
         raise UsageError(f"no cell {cell!r} in {results.path} (cells: {known})")
     if cell == results.baseline:
         raise UsageError(f"{cell!r} is the baseline: explain a cell that differs from it")
-    spec_file = results.path / "spec.toml"
+    spec_file = results.path / layout.SPEC_TOML
     try:
         raw = tomllib.loads(spec_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackmatrix import _atomic
+from stackmatrix import _atomic, layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.report import history, policy, render_html, render_junit, render_md
 from stackmatrix.report.load import load_run
@@ -16,7 +16,7 @@ from stackmatrix.report.model import MatrixReport, build_model
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HISTORY = Path("reports") / "history.sqlite"
+DEFAULT_HISTORY = Path("reports") / layout.HISTORY_DB
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,10 +66,10 @@ def build_report(
         )
     out = out_dir or run_dir
     paths = {
-        "markdown": out / "matrix.md",
-        "html": out / "matrix.html",
-        "json": out / "matrix.json",
-        "junit": out / "junit.xml",
+        "markdown": out / layout.REPORT_MD,
+        "html": out / layout.REPORT_HTML,
+        "json": out / layout.REPORT_JSON,
+        "junit": out / layout.REPORT_JUNIT,
     }
     try:
         _write(out, paths, report)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _nofollow, _shapes
+from stackmatrix import _nofollow, _shapes, layout
 from stackmatrix._secrets import REDACTED, is_secret_name, redact, redact_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
@@ -75,7 +75,7 @@ class CellResults:
                     yield self.path / name
 
     def server_logs(self) -> list[Path]:
-        return sorted(p for p in self.path.glob("server-L*.log") if _regular(p))
+        return sorted(p for p in self.path.glob(layout.SERVER_LOG_GLOB) if _regular(p))
 
 
 def read_explanations(run_dir: Path, problems: list[str]) -> tuple[dict[str, Any], ...]:
@@ -132,10 +132,10 @@ def load_run(run_dir: Path) -> RunResults:
     rd = RunDir(run_dir)
     run = rd.read_run()
     problems: list[str] = []
-    plan = _read_plan(run_dir / "plan.json", problems)
+    plan = _read_plan(run_dir / layout.PLAN_JSON, problems)
     order = _cell_order(run, plan, rd.cell_ids())
     cells = tuple(_load_cell(run_dir / "cells" / cid, cid, plan.get(cid, {})) for cid in order)
-    spec_text = _read_text(run_dir / "spec.toml", problems)
+    spec_text = _read_text(run_dir / layout.SPEC_TOML, problems)
     return RunResults(
         path=run_dir, run=run, cells=cells, spec_text=spec_text, problems=tuple(problems)
     )

@@ -1,0 +1,45 @@
+"""The results directory's layout: every file name stackmatrix writes there, defined
+once (issue 14, step 1). Writers and readers use these; docs/architecture.md shows the
+tree.
+
+    RUN/run.json  plan.json  spec.toml  workload.json  workload.jsonl
+        workload-<point>.jsonl  bench-schedule.json  .stackmatrix.lock
+        matrix.md  matrix.html  matrix.json  junit.xml
+        cells/<id>/{build,check,bench}.json  {build,check,bench}.log
+                   server-L<k>.log  server-L<k>.live.json
+                   requests-L<k>-R<r>[-<point>].jsonl  warmup-W<w>-R<r>[-<point>].jsonl
+        explain/<cell>/explanation.json  explain/<cell>/round-<n>/ (a results directory)
+"""
+
+from __future__ import annotations
+
+RUN_JSON = "run.json"
+PLAN_JSON = "plan.json"
+SPEC_TOML = "spec.toml"
+WORKLOAD_JSON = "workload.json"
+WORKLOAD_JSONL = "workload.jsonl"
+BENCH_SCHEDULE = "bench-schedule.json"
+LOCK_FILE = ".stackmatrix.lock"
+REPORT_MD, REPORT_HTML, REPORT_JSON, REPORT_JUNIT = (
+    "matrix.md", "matrix.html", "matrix.json", "junit.xml",
+)  # fmt: skip
+HISTORY_DB = "history.sqlite"  # in the reports directory, next to the runs
+CELLS_DIR = "cells"
+EXPLAIN_DIR = "explain"
+EXPLANATION_JSON = "explanation.json"
+SERVER_LOG_GLOB = "server-L*.log"
+
+
+def point_workload(point: str) -> str:
+    return f"workload-{point}.jsonl"
+
+
+def server_log(launch: int | str) -> str:
+    return f"server-L{launch}.log"
+
+
+def requests_file(launch: int | str, rnd: int, point: str | None = None) -> str:
+    """A round's request records; warm-up launches ("W1") are named so that nothing
+    reads them as measurements."""
+    prefix = f"requests-L{launch}" if isinstance(launch, int) else f"warmup-{launch}"
+    return f"{prefix}-R{rnd}{f'-{point}' if point else ''}.jsonl"
