@@ -116,6 +116,9 @@ def search(
         result.rounds.append(effects)
         best = _best(effects)
         if best is None:
+            if _worth_a_combination(effects, rounds_left=max_rounds - len(result.rounds)):
+                _combination(current, measure, result, metric, thresholds)
+                return result
             result.status = _none_recovers(effects)
             return result
         if len(best.group) == 1:
@@ -125,6 +128,42 @@ def search(
         current = list(best.group)
     result.status = f"not explained within {max_rounds} rounds"
     return result
+
+
+def _worth_a_combination(effects: Sequence[Effect[T]], *, rounds_left: int) -> bool:
+    """Halves that each change nothing, measured clearly: the cause may need differences
+    from both halves at once (an interaction), which one more cell tells."""
+    clear = all(e.outcome is Outcome.NO_EFFECT for e in effects)
+    return clear and len(effects) > 1 and rounds_left > 0
+
+
+def _combination(
+    current: Sequence[T],
+    measure: Callable[[list[tuple[T, ...]]], RoundData],
+    result: SearchResult[T],
+    metric: str,
+    thresholds: Thresholds,
+) -> None:
+    """One round with every remaining difference reverted together."""
+    together = tuple(current)
+    rd = measure([together])
+    result.gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=thresholds)
+    effect = classify(together, rd.groups[0], rd, metric, thresholds)
+    result.rounds.append([effect])
+    if effect.outcome in (Outcome.EXPLAINS, Outcome.PARTIAL):
+        result.cause = effect
+        how = "explained" if effect.outcome is Outcome.EXPLAINS else "partly explained"
+        result.status = (
+            f"{how} by a combination: no half recovers the change alone, all of them "
+            "reverted together do (an interaction between differences)"
+        )
+    elif effect.outcome is Outcome.NO_EFFECT:
+        result.status = (
+            "not explained: no group recovers the change, and reverting every known "
+            "difference together does not either (a cause outside the known differences)"
+        )
+    else:
+        result.status = _none_recovers([effect])
 
 
 def _best(effects: Sequence[Effect[T]]) -> Effect[T] | None:

@@ -13,6 +13,11 @@ def sentences(cell: str, baseline: str, result: SearchResult[Change]) -> list[st
     cause = result.cause
     if cause is not None:
         out.append(_cause_sentence(cell, baseline, gap, cause))
+        if "combination" in result.status:
+            out.append(
+                "Only together: reverting either half of them alone recovered nothing "
+                "measurable (an interaction between these differences)."
+            )
     else:
         out.append(f"{cell}'s {gap} against {baseline} is {result.status}.")
     for effects in result.rounds:
