@@ -417,6 +417,10 @@ def _rounds(
         name = layout.requests_file(k, r, point)
         workload.write_requests(st.cell_dir.file(name), [x.to_dict() for x in outcome.records])
         figures = metrics.round_metrics(outcome.records, outcome.duration_s)
+        # the client's own CPU share of one core: a busy client measures itself
+        figures["client_cpu_share"] = (
+            outcome.cpu_s / outcome.duration_s if outcome.duration_s > 0 else 0.0
+        )
         rounds.append(
             {"index": r, "metrics": figures, "requests_file": name, "warmup_errors": warm_errors}
         )
@@ -504,8 +508,10 @@ def _finish(st: _CellState, bench: Bench) -> PhaseResult:
         result.message = _ok_message(st.launches, bench)
         result.finished = now_iso()
     errors = sum(r["metrics"]["errors"] for ln in st.launches for r in ln.get("rounds", []))
+    result.findings = [*_busy_client(st), *result.findings]
     if errors:
         result.findings = [
+            *result.findings,
             Finding(
                 code="SM-BENCH-REQUEST-ERRORS",
                 severity=Severity.WARN,
@@ -516,12 +522,47 @@ def _finish(st: _CellState, bench: Bench) -> PhaseResult:
                     "requests-L*-R*.jsonl files next to bench.json"
                 ),
                 details={"errors": errors},
-            )
+            ),
         ]
     _summarize(result.data, st.launches, bench)
     result.duration_s = time.monotonic() - st.started_monotonic
     st.cell_dir.write(result)
     return result
+
+
+CLIENT_BUSY = 0.5  # of one core: above it the client's own timing degrades (issue 17)
+CLIENT_BUSY_MIN_S = 2.0  # shorter rounds are dominated by fixed costs (loop, connections)
+
+
+def _busy_client(st: _CellState) -> list[Finding]:
+    """A round where the client used more than half a core: what it measured may be the
+    client's limit, not the server's (a finding, never a silent number)."""
+    shares = [
+        float(r["metrics"].get("client_cpu_share", 0.0))
+        for ln in st.launches
+        for entry in (ln, *(ln.get("points") or {}).values())
+        for r in entry.get("rounds", [])
+        if float(r["metrics"].get("duration_s", 0.0)) >= CLIENT_BUSY_MIN_S
+    ]
+    busiest = max(shares, default=0.0)
+    if busiest <= CLIENT_BUSY:
+        return []
+    return [
+        Finding(
+            code="SM-BENCH-CLIENT-BUSY",
+            severity=Severity.WARN,
+            cell=st.cell_id,
+            subject="bench",
+            message=(
+                f"the benchmark client used {busiest:.0%} of a core in its busiest round "
+                f"of {CLIENT_BUSY_MIN_S:g} s or more (over {CLIENT_BUSY:.0%}): at that "
+                "load its timestamps degrade and it may measure itself rather than the "
+                "server; lower the load point's concurrency or run the client on a "
+                "machine with a free core"
+            ),
+            details={"client_cpu_share_max": round(busiest, 3)},
+        )
+    ]
 
 
 def _ok_message(launches: Sequence[dict[str, Any]], bench: Bench) -> str:

@@ -1,0 +1,37 @@
+"""A client that used more than half a core in a round long enough to tell gets a
+finding, never only a number (issue 17: a saturated client measures itself)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stackmatrix.bench import phase
+from stackmatrix.results import CellDir, PhaseResult, Status
+
+
+def _state(tmp_path: Path, rounds: list[tuple[float, float]], point: bool = False) -> Any:
+    """A cell whose one launch had rounds of (client_cpu_share, duration_s)."""
+    recs = [{"metrics": {"client_cpu_share": c, "duration_s": d}} for c, d in rounds]
+    launch: dict[str, Any] = {"status": "ok", "rounds": [] if point else recs}
+    if point:
+        launch["points"] = {"c32": {"rounds": recs}}
+    result = PhaseResult(phase="bench", cell="a", status=Status.OK, inputs_hash="h")
+    return phase._CellState(cell_id="a", cell_dir=CellDir(tmp_path, "a"), result=result,
+                            environment=None, launches=[launch])  # fmt: skip
+
+
+def test_a_busy_client_is_a_finding(tmp_path: Path) -> None:
+    (found,) = phase._busy_client(_state(tmp_path, [(0.2, 30.0), (0.73, 30.0)]))
+    assert found.code == "SM-BENCH-CLIENT-BUSY" and found.severity.value == "warn"
+    assert "73% of a core" in found.message and found.details["client_cpu_share_max"] == 0.73
+
+
+def test_a_load_points_rounds_count_too(tmp_path: Path) -> None:
+    assert phase._busy_client(_state(tmp_path, [(0.9, 10.0)], point=True))
+
+
+def test_a_calm_client_or_a_short_round_is_not(tmp_path: Path) -> None:
+    assert phase._busy_client(_state(tmp_path, [(0.3, 30.0), (0.5, 30.0)])) == []
+    # a 0.2 s round is mostly the loop's and the connections' fixed cost
+    assert phase._busy_client(_state(tmp_path, [(0.95, 0.2)])) == []
