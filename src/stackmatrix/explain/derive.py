@@ -81,7 +81,7 @@ def derive(
             changes.append(made)
         else:
             cannot.append((diff.key, made))
-    changes += _intended_changes(intended, baseline_def, cell_def)
+    changes += _intended_changes(intended, baseline_def, cell_def, engine)
     grouped, notes = _group_inseparable(changes)
     return Derived(changes=tuple(grouped), cannot=tuple(cannot), notes=tuple(notes))
 
@@ -160,7 +160,7 @@ def _log_change(diff: Difference, engine: str) -> Change | str:
 
 
 def _intended_changes(
-    intended: Sequence[Difference], base: Mapping[str, Any], cell: Mapping[str, Any]
+    intended: Sequence[Difference], base: Mapping[str, Any], cell: Mapping[str, Any], engine: str
 ) -> list[Change]:
     out: list[Change] = []
     base_pins = _pins(base.get("pins") or [])
@@ -169,12 +169,16 @@ def _intended_changes(
         if theirs is not None and theirs != pin:
             out.append(Change(key=f"package:{name}", label=f"{name} {pin} -> {theirs}",
                               to_value=_pinned_version(theirs), pins=(theirs,)))  # fmt: skip
-    if list(base.get("server_args") or []) != list(cell.get("server_args") or []):
-        shown = " ".join(cell.get("server_args") or []) or "(none)"
-        back = " ".join(base.get("server_args") or []) or "(none)"
-        out.append(Change(key="cell:server_args", label=f"server_args {shown} -> {back}",
-                          to_value="baseline",
-                          server_args=tuple(base.get("server_args") or ())))  # fmt: skip
+    base_args = [str(a) for a in base.get("server_args") or []]
+    cell_args = [str(a) for a in cell.get("server_args") or []]
+    if base_args != cell_args:
+        per_flag = _flag_changes(base_args, cell_args, intended, engine)
+        if per_flag is not None:
+            out += per_flag
+        else:
+            shown, back = " ".join(cell_args) or "(none)", " ".join(base_args) or "(none)"
+            out.append(Change(key="cell:server_args", label=f"server_args {shown} -> {back}",
+                              to_value="baseline", server_args=tuple(base_args)))  # fmt: skip
     base_env, cell_env = dict(base.get("env") or {}), dict(cell.get("env") or {})
     for name in sorted(set(base_env) | set(cell_env)):
         if base_env.get(name) == cell_env.get(name) or name not in base_env:
@@ -182,8 +186,60 @@ def _intended_changes(
         label = f"{name} {cell_env.get(name)} -> {base_env[name]}"
         out.append(Change(key=f"env:{name}", label=label, to_value=base_env[name],
                           env=((name, base_env[name]),)))  # fmt: skip
-    del intended  # the definition is what a cell can revert; the drift says what follows
     return out
+
+
+def _flags(args: Sequence[str]) -> dict[str, tuple[str, ...]] | None:
+    """`--flag value...` (or `--flag=value`) per flag; None when the list is not only that
+    (a positional argument, a repeated flag): then the arguments go back as a whole."""
+    out: dict[str, tuple[str, ...]] = {}
+    flag: str | None = None
+    for arg in args:
+        if arg.startswith("--") and len(arg) > 2:
+            name, eq, value = arg.partition("=")
+            if name in out:
+                return None
+            out[name] = (value,) if eq else ()
+            flag = None if eq else name
+        elif flag is None:
+            return None
+        else:
+            out[flag] = (*out[flag], arg)
+    return out
+
+
+def _flag_changes(
+    base_args: Sequence[str],
+    cell_args: Sequence[str],
+    intended: Sequence[Difference],
+    engine: str,
+) -> list[Change] | None:
+    """One revert per server flag that differs, so explain can tell which of the cell's own
+    flags matters. A flag only the candidate sets goes back to the baseline's resolved value
+    (the engine's default, read from it); when any flag cannot be set back alone, None."""
+    base, cell = _flags(base_args), _flags(cell_args)
+    if base is None or cell is None:
+        return None
+    resolved = {d.key.split(":", 1)[1]: d for d in intended if d.key.startswith("server:")}
+    out: list[Change] = []
+    for flag in sorted(set(base) | set(cell)):
+        mine, theirs = cell.get(flag), base.get(flag)
+        if mine == theirs:
+            continue
+        name = flag[2:].replace("-", "_")
+        shown = " ".join(mine) if mine else "(set)" if mine is not None else "(not set)"
+        if theirs is not None:
+            back = " ".join(theirs)
+            out.append(Change(key=f"arg:{flag[2:]}", label=f"{flag} {shown} -> {back or '(set)'}",
+                              to_value=back or "true", args=(flag, *theirs)))  # fmt: skip
+            continue
+        diff = resolved.get(name)
+        made = _server_change(diff, name, engine) if diff and diff.baseline else None
+        if not isinstance(made, Change) or made.args[:1] != (flag,):
+            return None  # only the candidate sets it, and its default is not known
+        out.append(Change(key=f"arg:{flag[2:]}", label=f"{flag} {shown} -> {made.to_value}",
+                          to_value=made.to_value, args=made.args))  # fmt: skip
+    return out or None
 
 
 def _pinned_version(pin: str) -> str:

@@ -27,6 +27,7 @@ env = {{ PYTHONPATH = "{root}" }}
 [[cell]]
 id = "a"
 env = {{ FAKE_LABEL = "x" }}
+server_args = ["--token-gap-ms", "3"]
 
 [[cell]]
 id = "b"
@@ -77,21 +78,22 @@ def test_explain_measures_which_difference_makes_a_cell_slower(tmp_path: Path) -
     # a 3x slower decode: reverting the server argument recovers (nearly) all of it; on a
     # busy 2-core machine a few % may remain, which the explanation then calls partial
     assert ex["schema_version"] == 1 and ex["status"] in ("explained", "partly explained")
-    assert [g["key"] for g in ex["cause"]["group"]] == ["cell:server_args"]
+    assert [g["key"] for g in ex["cause"]["group"]] == ["arg:token-gap-ms"]
     assert ex["cause"]["recovered"] > 0.8
     effects = {e["group"][0]["key"]: e for e in ex["rounds"][0]["effects"]}
-    assert set(effects) == {"cell:server_args", "env:FAKE_LABEL"}
+    assert set(effects) == {"arg:token-gap-ms", "env:FAKE_LABEL"}
     label = effects["env:FAKE_LABEL"]
     assert label["outcome"] not in ("explains", "partial") and abs(label["recovered"]) < 0.3
     # the revert cells are real cells of a real round, in the same results directory
     round_dir = run / "explain" / "b" / "round-1"
     cells = sorted(p.name for p in (round_dir / "cells").iterdir())
-    assert cells == ["a", "b", "b~FAKE_LABEL=x", "b~server_args=baseline"]
-    bench = json.loads((round_dir / "cells" / "b~server_args=baseline" / "bench.json").read_text())
+    assert cells == ["a", "b", "b~FAKE_LABEL=x", "b~token-gap-ms=3"]
+    bench = json.loads((round_dir / "cells" / "b~token-gap-ms=3" / "bench.json").read_text())
     argv = bench["data"]["launches"][0]["launch_argv"]
-    assert "--token-gap-ms" not in argv  # the baseline's (empty) server_args
+    # the cell's own flag, then the baseline's value after it (the last one counts)
+    assert argv[-4:] == ["--token-gap-ms", "9", "--token-gap-ms", "3"]
     md = (run / "matrix.md").read_text()
-    assert "### Explanation" in md and "explained by server_args --token-gap-ms 9" in md
+    assert "### Explanation" in md and "explained by --token-gap-ms 9 -> 3" in md
     assert ex["revert_cells"] == 2 and ex["launches"] == 12
     assert "explained" in done.stdout
 

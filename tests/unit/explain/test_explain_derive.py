@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.support.synthetic import story_cells, write_run
 
-from stackmatrix.explain.derive import derive
+from stackmatrix.explain.derive import Derived, derive
 from stackmatrix.report.load import load_run
 from stackmatrix.report.model import build_model
 
@@ -48,3 +48,43 @@ def test_inseparable_pins_are_reverted_together() -> None:
     assert set(group.members) == {"package:torch", "package:sgl-kernel"}
     assert set(group.pins) == {"torch==2.9.1", "sgl-kernel==0.3.21"}
     assert "cannot be reverted without torch" in notes[0]
+
+
+def _derive_args(
+    base: list[str], cell: list[str], resolved: dict[str, str] | None = None
+) -> Derived:
+    from stackmatrix.report.drift import Difference
+
+    intended = [Difference(key=f"server:{k}", baseline=v, value="x", intended=True)
+                for k, v in (resolved or {}).items()]  # fmt: skip
+    return derive(intended, [], engine="sglang",
+                  baseline_def={"server_args": base}, cell_def={"server_args": cell})  # fmt: skip
+
+
+def test_each_of_the_cell_s_own_flags_goes_back_alone() -> None:
+    derived = _derive_args(
+        ["--attention-backend", "flashinfer", "--max-running-requests", "64", "--x=1"],
+        ["--attention-backend", "triton", "--max-running-requests", "4", "--x=1", "--y", "a"],
+        resolved={"y": "b"},
+    )
+    by_key = {c.key: c for c in derived.changes}
+    assert set(by_key) == {"arg:attention-backend", "arg:max-running-requests", "arg:y"}
+    assert by_key["arg:max-running-requests"].args == ("--max-running-requests", "64")
+    assert by_key["arg:max-running-requests"].label == "--max-running-requests 4 -> 64"
+    assert by_key["arg:max-running-requests"].slug == "max-running-requests"
+    # a flag only the candidate sets goes back to the baseline's resolved value
+    assert by_key["arg:y"].args == ("--y", "b")
+    assert all(c.server_args is None for c in derived.changes)
+
+
+def test_server_args_go_back_whole_when_a_flag_cannot_go_back_alone() -> None:
+    # a candidate-only flag whose default was not read; a boolean that cannot be unset; a
+    # positional argument: each keeps the one whole revert
+    for cell, resolved in (
+        (["--a", "1", "--gap", "9"], {}),
+        (["--a", "1", "--disable-x"], {"disable_x": "false"}),
+        (["model", "--a", "2"], {}),
+    ):
+        derived = _derive_args(["--a", "2"], cell, resolved)
+        assert [c.key for c in derived.changes] == ["cell:server_args"], cell
+        assert derived.changes[0].server_args == ("--a", "2")

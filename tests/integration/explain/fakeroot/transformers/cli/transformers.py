@@ -16,8 +16,9 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     gap_ms = 3.0
-    if "--token-gap-ms" in argv:
-        gap_ms = float(argv[argv.index("--token-gap-ms") + 1])
+    for i, arg in enumerate(argv[:-1]):  # the last one counts, as with argparse
+        if arg == "--token-gap-ms":
+            gap_ms = float(argv[i + 1])
     os.environ["FAKE_MODE"] = "ok"
     os.environ["FAKE_GAP_S"] = str(gap_ms / 1000.0)
     os.environ.setdefault("FAKE_TOKENS", "16")
