@@ -126,6 +126,8 @@ def _package_change(diff: Difference) -> Change | str:
 def _server_change(diff: Difference, name: str, engine: str) -> Change | str:
     if engine not in FLAG_ENGINES:
         return f"no switch known for {diff.key}: {engine or 'this engine'} flags are not known"
+    if "." in name:  # a field of a structured setting (cuda_graph_config.decode.max_bs)
+        return f"no switch known for {diff.key}: a field of a structured setting, not a flag"
     value = _plain(diff.baseline)
     flag = "--" + name.replace("_", "-")
     if value is None:

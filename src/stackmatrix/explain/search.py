@@ -86,8 +86,9 @@ def classify(
 
 
 def split(items: Sequence[T]) -> list[tuple[T, ...]]:
-    """Singles for one or two items; else two halves (the first the larger)."""
-    if len(items) <= 2:
+    """Singles for up to three items (one round of three cells, where halving would take
+    two rounds of two); else two halves (the first the larger)."""
+    if len(items) <= 3:
         return [(x,) for x in items]
     mid = (len(items) + 1) // 2
     return [tuple(items[:mid]), tuple(items[mid:])]

@@ -88,3 +88,13 @@ def test_server_args_go_back_whole_when_a_flag_cannot_go_back_alone() -> None:
         derived = _derive_args(["--a", "2"], cell, resolved)
         assert [c.key for c in derived.changes] == ["cell:server_args"], cell
         assert derived.changes[0].server_args == ("--a", "2")
+
+
+def test_a_field_of_a_structured_setting_is_not_taken_for_a_flag() -> None:
+    from stackmatrix.report.drift import Difference
+
+    nested = Difference(key="server:cuda_graph_config.decode.max_bs", baseline="16", value="4",
+                        intended=False)  # fmt: skip
+    derived = derive([], [nested], engine="sglang", baseline_def={}, cell_def={})
+    assert derived.changes == ()
+    assert "structured setting" in dict(derived.cannot)[nested.key]

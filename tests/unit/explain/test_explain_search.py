@@ -35,6 +35,8 @@ def _simulate(
 def test_split_halves_and_singles() -> None:
     assert split(["a"]) == [("a",)]
     assert split(["a", "b"]) == [("a",), ("b",)]
+    assert split(["a", "b", "c"]) == [("a",), ("b",), ("c",)]
+    assert split(["a", "b", "c", "d"]) == [("a", "b"), ("c", "d")]
     assert split(["a", "b", "c", "d", "e"]) == [("a", "b", "c"), ("d", "e")]
 
 
