@@ -14,22 +14,16 @@ from typing import Any
 
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
+from stackmatrix.records import BenchData
 from stackmatrix.results import RunDir
 from stackmatrix.spec import load_spec
 
 
 def launch_values(bench_data: dict[str, Any], metric: str) -> list[list[float]]:
-    """Round values of `metric`, one list per completed launch."""
-    out = []
-    for launch in bench_data.get("launches", []):
-        values = [
-            float(r["metrics"][metric])
-            for r in launch.get("rounds", [])
-            if isinstance(r.get("metrics", {}).get(metric), int | float)
-        ]
-        if values:
-            out.append(values)
-    return out
+    """Round values of `metric`, one list per launch that measured it (a launch that
+    failed after some rounds counts with those)."""
+    launches = BenchData.from_dict(bench_data).launches
+    return [values for values in (x.values(metric) for x in launches) if values]
 
 
 def calibrate_main(args: argparse.Namespace) -> int:

@@ -15,14 +15,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _nofollow, layout
 from stackmatrix.bench.phase import SCHEDULE_FILE
 from stackmatrix.bench.workload import WORKLOAD_FILE
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
+from stackmatrix.records import RunRecord
 from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ SHARED_FILES = (layout.SPEC_TOML, layout.PLAN_JSON, layout.WORKLOAD_JSONL, layou
 @dataclass(frozen=True)
 class Piece:
     run: RunDir
-    meta: dict[str, Any]
+    meta: RunRecord
 
     @property
     def cells(self) -> list[str]:
@@ -65,8 +65,8 @@ def load_pieces(paths: Sequence[Path]) -> list[Piece]:
         if not path.is_dir():
             raise UsageError(f"{path}: not a directory; pass the results directories to merge")
         run = RunDir(path)
-        meta = run.read_run()  # never through a link; refused unless of run.json's shape
-        pieces.append(Piece(run, meta))
+        # never through a link; refused unless of run.json's shape
+        pieces.append(Piece(run, RunRecord.read(run)))
     return pieces
 
 
@@ -74,13 +74,14 @@ def check_agreement(pieces: Sequence[Piece]) -> None:
     first = pieces[0]
     for other in pieces[1:]:
         for key in AGREE_ON:
-            if first.meta.get(key) != other.meta.get(key):
+            mine, theirs = getattr(first.meta, key), getattr(other.meta, key)
+            if mine != theirs:
                 raise ResultsError(
                     f"refusing to merge: {first.run.path} and {other.run.path} disagree about "
-                    f"{key} ({first.meta.get(key)!r} vs {other.meta.get(key)!r}); they were "
+                    f"{key} ({mine!r} vs {theirs!r}); they were "
                     "not produced from the same spec by the same stackmatrix"
                 )
-        a, b = first.meta.get("run_id"), other.meta.get("run_id")
+        a, b = first.meta.run_id, other.meta.run_id
         if a and b and a != b:
             raise ResultsError(
                 f"refusing to merge: {first.run.path} belongs to run {a!r} and "
@@ -165,11 +166,14 @@ def _fill(
         for path in _nofollow.copy_tree(source, out.path / "cells" / cell_id):
             log.warning("%s: a link or special file, not copied: merge never follows links", path)
             skipped.append(str(path))
-    meta = dict(pieces[0].meta)
-    meta.pop("schema_version", None)
-    meta.update(cells=list(planned), merged_from=[str(p.run.path) for p in pieces])
-    meta.update(merge_skipped=skipped, updated=now_iso())
-    out.write_json(layout.RUN_JSON, meta)
+    meta = replace(
+        pieces[0].meta,
+        cells=tuple(planned),
+        merged_from=tuple(str(p.run.path) for p in pieces),
+        merge_skipped=tuple(skipped),
+        updated=now_iso(),
+    )
+    out.write_json(layout.RUN_JSON, meta.to_dict())
 
 
 def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
@@ -254,8 +258,8 @@ def merge_main(args: argparse.Namespace) -> int:
 
     merged = merge(args.pieces, args.output)
     # like `stackmatrix run`: without --fail-on, the policy the spec's [report] declares
-    recorded = (merged.read_run().get("report") or {}).get("fail_on") or ()
-    fail_on = parse_fail_on([args.fail_on]) or tuple(str(x) for x in recorded)
+    recorded = RunRecord.read(merged).report.fail_on
+    fail_on = parse_fail_on([args.fail_on]) or recorded
     outcome = build_report(merged.path, fail_on=fail_on, history_db=args.history)
     print(f"merged {len(args.pieces)} piece(s) into {merged.path}")
     if outcome.policy_failures:

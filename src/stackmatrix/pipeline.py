@@ -30,6 +30,7 @@ from stackmatrix.envs.base import BuildOutcome, Environment
 from stackmatrix.envs.lock import lock_digest
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
 from stackmatrix.plan import PlannedCell, make_plan
+from stackmatrix.records import ReportPolicy, RunRecord
 from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import PIPELINE_PHASES, Spec
 
@@ -202,8 +203,7 @@ def _refuse_links(path: Path) -> None:
 
 
 def _check_same_spec(run: RunDir, spec_path: Path) -> None:
-    saved = run.read_run()
-    if saved.get("spec_hash") != spec_digest(spec_path):
+    if RunRecord.read(run).spec_hash != spec_digest(spec_path):
         log.warning(
             "%s was written for another version of the spec; phases whose inputs "
             "changed will be redone",
@@ -223,34 +223,32 @@ def run_identity() -> str | None:
 def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -> None:
     spec_path = Path(opts.spec.path)
     _atomic.write_bytes(run.path / layout.SPEC_TOML, spec_path.read_bytes())
-    previous = run.read_run() if run.run_json.exists() else {}
-    cells = sorted(set(previous.get("cells", [])) | {pc.cell.id for pc in planned})
+    previous = RunRecord.read(run) if run.run_json.exists() else RunRecord()
+    cells = sorted(set(previous.cells) | {pc.cell.id for pc in planned})
     policy = opts.spec.report
-    run.write_json(
-        layout.RUN_JSON,
-        {
-            "spec_name": opts.spec.name,
-            "spec_path": str(spec_path),
-            "spec_hash": spec_digest(spec_path),
-            "baseline": opts.spec.baseline,
-            "targets": list(opts.spec.targets),
-            "driver": opts.spec.driver,
-            "cells": cells,
-            "order": opts.order or opts.spec.order,
-            "order_seed": opts.spec.order_seed,
-            "created": previous.get("created", now_iso()),
-            "updated": now_iso(),  # this invocation's start; `finished` comes at its end
-            "stackmatrix_version": __version__,
-            "run_id": previous.get("run_id") or run_identity(),
-            "argv": list(opts.argv),
-            "report": {
-                "headline": policy.headline,
-                "confidence": policy.confidence,
-                "min_effect": policy.min_effect,
-                "fail_on": list(opts.fail_on or policy.fail_on),
-            },
-        },
+    record = RunRecord(
+        spec_name=opts.spec.name,
+        spec_path=str(spec_path),
+        spec_hash=spec_digest(spec_path),
+        baseline=opts.spec.baseline,
+        targets=tuple(opts.spec.targets),
+        driver=opts.spec.driver,
+        cells=tuple(cells),
+        order=opts.order or opts.spec.order,
+        order_seed=opts.spec.order_seed,
+        created=previous.created or now_iso(),
+        updated=now_iso(),  # this invocation's start; `finished` comes at its end
+        stackmatrix_version=__version__,
+        run_id=previous.run_id or run_identity(),
+        argv=tuple(opts.argv),
+        report=ReportPolicy(
+            headline=policy.headline,
+            confidence=policy.confidence,
+            min_effect=policy.min_effect,
+            fail_on=tuple(opts.fail_on or policy.fail_on),
+        ),
     )
+    run.write_json(layout.RUN_JSON, record.to_dict())
     all_planned = make_plan(opts.spec)
     run.write_json(layout.PLAN_JSON, {"cells": [pc.to_dict() for pc in all_planned]})
 
@@ -660,6 +658,5 @@ def _mark_finished(run: RunDir) -> None:
     """run.json's `finished`: when this invocation's phases ended; `updated` says when it
     began. An interrupted or crashed invocation leaves no `finished` (each invocation
     writes run.json anew at its start)."""
-    data = run.read_run()
-    data.pop("schema_version", None)
-    run.write_json(layout.RUN_JSON, {**data, "finished": now_iso()})
+    finished = replace(RunRecord.read(run), finished=now_iso())
+    run.write_json(layout.RUN_JSON, finished.to_dict())

@@ -132,20 +132,20 @@ def _flatten(
 
 
 def _server_facts(cell: CellResults) -> list[Fact]:
-    bench = cell.data("bench")
-    config = bench.get("effective_config")
+    bench = cell.bench
+    config = bench.effective_config
     out: list[Fact] = []
-    if isinstance(config, dict):
+    if config is not None:
         # the engine's version is one row, "engine version", not also "engine_version"
         # from the effective config (issue 16, item 17)
-        folded = ("engine_version",) if bench.get("engine_version") else ()
+        folded = ("engine_version",) if bench.engine_version else ()
         out += [
             Fact(key=f"server:{k}", value=redact(k, text(v)), source="server")
             for k, v in config.items()
             if k not in folded
         ]
-    if bench.get("engine_version"):
-        engine = f"{bench.get('engine', 'engine')} {bench['engine_version']}"
+    if bench.engine_version:
+        engine = f"{'engine' if bench.engine is None else bench.engine} {bench.engine_version}"
         out.append(Fact(key="engine:version", value=engine, source="server"))
     return out
 
@@ -178,8 +178,7 @@ def _log_facts(cell: CellResults, patterns: Sequence[LogPattern]) -> list[Fact]:
 
 
 def log_engine(cell: CellResults) -> str | None:
-    engine = cell.data("bench").get("engine")
-    return str(engine) if engine else None
+    return cell.bench.engine or None
 
 
 def _log_key(fact: str) -> str:

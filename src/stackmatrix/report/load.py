@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from stackmatrix import _nofollow, _shapes, layout
 from stackmatrix._secrets import REDACTED, is_secret_name, redact, redact_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
+from stackmatrix.records import BenchData, PointInfo, RunRecord
 from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
 
 log = logging.getLogger(__name__)
@@ -49,28 +51,24 @@ class CellResults:
         )
         return result.data if usable else {}
 
+    @cached_property
+    def bench(self) -> BenchData:
+        """The bench phase's data, typed (empty when the phase is not usable)."""
+        return BenchData.from_dict(self.data("bench"))
+
     def launches(self, metric: str, point: str | None = None) -> list[list[float]]:
         """Round values of `metric`, one list per launch that ran to the end: of the
         headline workload, or of the load point named `point` (`[[bench.points]]`)."""
-        out: list[list[float]] = []
-        for launch in self.data("bench").get("launches") or []:
-            if launch.get("status", "ok") != "ok":
-                continue
-            rounds = launch.get("rounds") or []
-            if point is not None:
-                rounds = ((launch.get("points") or {}).get(point) or {}).get("rounds") or []
-            values = [_metric(r, metric) for r in rounds]
-            out.append([v for v in values if v is not None])
-        return out
+        return self.bench.completed_values(metric, point)
 
-    def points(self) -> dict[str, dict[str, Any]]:
-        """The load points bench.json summarizes: name -> {metric, max_concurrency, ...}."""
-        return dict(self.data("bench").get("points") or {})
+    def points(self) -> dict[str, PointInfo]:
+        """The load points bench.json summarizes: name -> metric, max_concurrency, ..."""
+        return dict(self.bench.points)
 
     def request_files(self) -> Iterator[Path]:
-        for launch in self.data("bench").get("launches") or []:
-            for rnd in launch.get("rounds") or []:
-                name = rnd.get("requests_file")
+        for launch in self.bench.launches:
+            for rnd in launch.rounds:
+                name = rnd.requests_file
                 if name and _regular(self.path / name):
                     yield self.path / name
 
@@ -102,11 +100,6 @@ def _regular(path: Path) -> bool:
     return path.is_file() and not path.is_symlink()
 
 
-def _metric(round_: dict[str, Any], metric: str) -> float | None:
-    value = (round_.get("metrics") or {}).get(metric)
-    return float(value) if isinstance(value, int | float) else None
-
-
 @dataclass(frozen=True, kw_only=True)
 class RunResults:
     path: Path
@@ -115,13 +108,18 @@ class RunResults:
     spec_text: str | None
     problems: tuple[str, ...] = ()
 
+    @cached_property
+    def record(self) -> RunRecord:
+        """run.json, typed (`run` is the dict as read)."""
+        return RunRecord.from_dict(self.run)
+
     @property
     def baseline(self) -> str:
-        return str(self.run.get("baseline", ""))
+        return self.record.baseline
 
     @property
     def targets(self) -> tuple[str, ...]:
-        return tuple(str(t) for t in self.run.get("targets") or ())
+        return self.record.targets
 
     def cell(self, cell_id: str) -> CellResults | None:
         return next((c for c in self.cells if c.id == cell_id), None)

@@ -16,6 +16,7 @@ from typing import Any
 
 from stackmatrix import __version__
 from stackmatrix.findings import Finding, Severity
+from stackmatrix.records import PointInfo, RunRecord
 from stackmatrix.report import drift as drift_mod
 from stackmatrix.report.compat_data import compat_dir
 from stackmatrix.report.facts import collect, log_engine
@@ -291,26 +292,26 @@ class MatrixReport:
         )
 
 
-def thresholds_from(run: dict[str, Any]) -> tuple[str, Thresholds, tuple[str, ...]]:
+def thresholds_from(run: RunRecord) -> tuple[str, Thresholds, tuple[str, ...]]:
     """The headline metric, thresholds and fail_on recorded in run.json (with defaults)."""
-    policy = run.get("report") or {}
+    policy = run.report
     defaults = Thresholds()
     thresholds = Thresholds(
-        confidence=float(policy.get("confidence") or defaults.confidence),
-        min_effect=float(policy.get("min_effect") or defaults.min_effect),
+        confidence=float(policy.confidence or defaults.confidence),
+        min_effect=float(policy.min_effect or defaults.min_effect),
     )
-    headline = str(policy.get("headline") or "output_throughput")
-    return headline, thresholds, tuple(str(x) for x in policy.get("fail_on") or ())
+    return policy.headline or "output_throughput", thresholds, policy.fail_on
 
 
 def build_model(
     results: RunResults, *, compat: Path | None = None, headline: str | None = None
 ) -> MatrixReport:
-    spec_headline, thresholds, fail_on = thresholds_from(results.run)
+    run = results.record
+    spec_headline, thresholds, fail_on = thresholds_from(run)
     headline = headline or spec_headline
     notes = list(results.problems)
-    if results.run.get("synthetic"):
-        notes.insert(0, str(results.run["synthetic"]))
+    if run.synthetic:
+        notes.insert(0, run.synthetic)
     patterns, ranking = _rules(compat, notes)
     base = results.cell(results.baseline)
     if base is None:
@@ -335,15 +336,15 @@ def build_model(
     notes += _unread_notes(results.cells, patterns)
     notes += _cold_first_launch_notes(cells, headline)
     return MatrixReport(
-        spec_name=str(results.run.get("spec_name", "")),
-        spec_hash=str(results.run.get("spec_hash", "")),
-        created=str(results.run.get("created", "")),
+        spec_name=run.spec_name,
+        spec_hash=run.spec_hash,
+        created=run.created,
         baseline=results.baseline,
         targets=results.targets,
         headline=headline,
         thresholds=thresholds,
         fail_on=fail_on,
-        order=str(results.run.get("order", "")),
+        order=run.order,
         cells=tuple(cells),
         spec_text=results.spec_text,
         notes=tuple(notes),
@@ -357,13 +358,13 @@ def build_model(
 def _points(
     results: RunResults, base: CellResults | None, thresholds: Thresholds
 ) -> tuple[LoadPointReport, ...]:
-    described: dict[str, dict[str, Any]] = {}
+    described: dict[str, PointInfo] = {}
     for cell in results.cells:  # every cell's bench.json names the spec's points
         for name, info in cell.points().items():
-            described.setdefault(name, info if isinstance(info, dict) else {})
+            described.setdefault(name, info)
     out = []
     for name, info in described.items():
-        metric = str(info.get("metric") or "output_throughput")
+        metric = info.metric or "output_throughput"
         rows = []
         for cell in results.cells:
             launches = [r for r in cell.launches(metric, point=name) if r]
@@ -380,15 +381,11 @@ def _points(
             ))  # fmt: skip
         out.append(LoadPointReport(
             name=name, metric=metric,
-            max_concurrency=_int_or_none(info.get("max_concurrency")),
-            num_prompts=_int_or_none(info.get("num_prompts")),
+            max_concurrency=info.max_concurrency,
+            num_prompts=info.num_prompts,
             rows=tuple(rows),
         ))  # fmt: skip
     return tuple(out)
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _cold_first_launch_notes(cells: Sequence[CellReport], headline: str) -> list[str]:
@@ -516,7 +513,7 @@ def _cell_report(
         headline=interval(samples, confidence=thresholds.confidence) if samples.values else None,
         launches=_launch_rows(cell, headline),
         warmup_launches=_launch_rows(cell, headline, warmup=True),
-        summary=dict(cell.data("bench").get("summary") or {}),
+        summary=dict(cell.bench.summary or {}),
         comparison=comparison,
         drift=drift,
         distributions=_distributions(cell),
@@ -564,21 +561,18 @@ def _launch_rows(
     cell: CellResults, headline: str, *, warmup: bool = False
 ) -> tuple[LaunchRow, ...]:
     rows = []
-    key = "warmup_launches" if warmup else "launches"
-    for i, launch in enumerate(cell.data("bench").get(key) or [], start=1):
-        rounds = tuple(
-            float(r["metrics"][headline])
-            for r in launch.get("rounds") or []
-            if isinstance((r.get("metrics") or {}).get(headline), int | float)
-        )
+    records = cell.bench.warmup_launches if warmup else cell.bench.launches
+    for i, launch in enumerate(records, start=1):
+        rounds = tuple(launch.values(headline))
+        index = launch.index if isinstance(launch.index, int) and not warmup else i
         rows.append(
             LaunchRow(
-                index=i if warmup else int(launch.get("index", i)),
-                status=str(launch.get("status", "ok")),
+                index=index,
+                status=launch.status or "ok",
                 value=statistics.median(rounds) if rounds else None,
                 rounds=rounds,
                 outlier=False,
-                env_facts=dict(launch.get("env_facts") or {}),
+                env_facts=dict(launch.env_facts),
                 warmup=warmup,
             )
         )
@@ -629,7 +623,7 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 
 def _versions(cell: CellResults) -> dict[str, str]:
-    build, bench, check = cell.data("build"), cell.data("bench"), cell.data("check")
+    build, bench, check = cell.data("build"), cell.bench, cell.data("check")
     out: dict[str, str] = {}
     if build.get("python_version"):
         out["python"] = str(build["python_version"])
@@ -640,6 +634,6 @@ def _versions(cell: CellResults) -> dict[str, str]:
     probe = check.get("probe") or {}
     if isinstance(probe, dict):
         out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if probe.get(k)}
-    if bench.get("engine_version"):
-        out["engine"] = f"{bench.get('engine', '')} {bench['engine_version']}".strip()
+    if bench.engine_version:
+        out["engine"] = f"{bench.engine or ''} {bench.engine_version}".strip()
     return out

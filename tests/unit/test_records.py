@@ -1,0 +1,81 @@
+"""The typed records read every bench.json and run.json stackmatrix wrote, old or new,
+and give back what they read (issue 14, step 1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stackmatrix.records import BenchData, LaunchRecord, RoundRecord, RunRecord
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
+BENCH_FILES = sorted(EXAMPLES.glob("**/cells/*/bench.json"))
+RUN_FILES = sorted(EXAMPLES.glob("**/run.json"))
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_the_examples_are_there() -> None:
+    assert len(BENCH_FILES) >= 10 and len(RUN_FILES) >= 5
+
+
+@pytest.mark.parametrize("path", BENCH_FILES, ids=lambda p: str(p.relative_to(EXAMPLES)))
+def test_every_example_bench_json_round_trips(path: Path) -> None:
+    data = _load(path)["data"]
+    assert BenchData.from_dict(data).to_dict() == data
+
+
+@pytest.mark.parametrize("path", RUN_FILES, ids=lambda p: str(p.relative_to(EXAMPLES)))
+def test_every_example_run_json_round_trips(path: Path) -> None:
+    raw = _load(path)
+    record = RunRecord.from_dict(raw)
+    assert record.to_dict() == {k: v for k, v in raw.items() if k != "schema_version"}
+    assert record.cells and record.baseline in record.cells
+
+
+def test_a_launch_reads_its_rounds_and_load_points() -> None:
+    launch = LaunchRecord.from_dict(
+        {
+            "index": 2,
+            "rounds": [
+                {"index": 1, "metrics": {"tok_s": 70}},
+                {"index": 2, "metrics": {"tok_s": None}},
+            ],
+            "points": {"c32": {"rounds": [{"metrics": {"tok_s": 500.5}}]}},
+        }
+    )
+    assert launch.ok and launch.index == 2
+    assert launch.values("tok_s") == [70.0]
+    assert launch.values("tok_s", point="c32") == [500.5]
+    assert launch.values("tok_s", point="c64") == []
+
+
+def test_old_and_odd_launches_read_with_defaults() -> None:
+    """A warm-up launch is indexed "W1"; an old one may lack status and rounds; a
+    failed launch keeps the rounds it finished but is no sample of a verdict."""
+    bench = BenchData.from_dict(
+        {
+            "launches": [
+                {"index": 1},
+                {"index": 2, "status": "failed", "rounds": [{"metrics": {"tok_s": 1.0}}]},
+                {"index": 3, "rounds": [{"metrics": {"tok_s": 2}}]},
+            ],
+            "warmup_launches": [{"index": "W1", "status": "ok"}],
+        }
+    )
+    assert [x.ok for x in bench.launches] == [True, False, True]
+    assert bench.completed_values("tok_s") == [[], [2.0]]
+    assert bench.warmup_launches[0].index == "W1"
+    assert bench.engine is None and bench.points == {}
+
+
+def test_values_of_the_wrong_type_stay_out_of_the_typed_fields() -> None:
+    record = RoundRecord.from_dict({"index": True, "metrics": [1], "requests_file": 3})
+    assert record.index is None and record.metrics == {} and record.requests_file is None
+    run = RunRecord.from_dict({"cells": "ab", "report": {"fail_on": "regression"}})
+    assert run.cells == () and run.report.fail_on == ()
