@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -640,7 +640,23 @@ def _bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         tokenizer=_str(b, "tokenizer", "bench", p),
         workload=_workload(b, p),
         points=_points(b, p),
+        client_workers=_client_workers(b, p),
     )
+
+
+MAX_CLIENT_WORKERS = 256
+
+
+def _client_workers(bench: Mapping[str, Any], p: Problems) -> int | Literal["auto"]:
+    """`bench.client_workers`: the client's worker processes, or "auto" (issue 17)."""
+    val = bench.get("client_workers", 1)
+    if val == "auto":
+        return "auto"
+    if isinstance(val, str):
+        p.add("bench.client_workers", f'{val!r}: expected a number of worker processes '
+              f'(1 to {MAX_CLIENT_WORKERS}) or "auto"')  # fmt: skip
+        return 1
+    return _check_int(val, "bench.client_workers", p, 1, MAX_CLIENT_WORKERS) or 1
 
 
 # the models stackmatrix generates itself (pipeline._with_tiny_model)

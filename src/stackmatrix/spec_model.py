@@ -100,6 +100,8 @@ class Bench:
     tokenizer: str | None = None
     workload: Workload = field(default_factory=Workload)
     points: tuple[LoadPoint, ...] = ()
+    # worker processes of the client (docs/bench.md; issue 17): 1 runs it in-process
+    client_workers: int | Literal["auto"] = 1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -446,3 +446,23 @@ def test_bad_load_points_are_named() -> None:
     assert "bench.points[3].max_concurrency:" in found
     assert "bench.points[3].metric:" in found
     assert "bench.points: expected an array of tables" in "\n".join(problems(_with_points(5)))
+
+
+def test_client_workers_is_a_count_or_auto() -> None:
+    def bench(value: object) -> dict[str, Any]:
+        return {**MINIMAL, "bench": {"model": "/m", "client_workers": value}}
+
+    def workers(raw: dict[str, Any]) -> object:
+        spec = parse_spec(raw)
+        assert spec.bench is not None
+        return spec.bench.client_workers
+
+    assert workers({**MINIMAL, "bench": {"model": "/m"}}) == 1  # in-process, as before
+    assert workers(bench(8)) == 8 and workers(bench("auto")) == "auto"
+    assert problems(bench(0)) == ["bench.client_workers: 0 is below the minimum 1"]
+    assert problems(bench(257)) == ["bench.client_workers: 257 is above the maximum 256"]
+    for bad in (2.5, True, [2]):
+        (text,) = problems(bench(bad))
+        assert text.startswith("bench.client_workers: expected an integer, got"), text
+    (text,) = problems(bench("Auto"))
+    assert text.startswith("bench.client_workers: 'Auto': expected a number") and '"auto"' in text

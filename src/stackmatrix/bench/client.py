@@ -35,6 +35,8 @@ class ClientOptions:
     ignore_eos: bool = False  # only True where the engine accepts the field
     use_arrivals: bool = True  # False for warm-up: send as fast as concurrency allows
     temperature: float = 0.0
+    # worker processes sharing the round (issue 17); 1 runs in this process, as before
+    workers: int = 1
 
 
 @dataclass(kw_only=True)
@@ -87,7 +89,9 @@ class RoundOutcome:
     records: list[RequestRecord]
     duration_s: float  # from the round's start until its last request finished
     t0: float  # time.perf_counter() at the round's start (records are relative to it)
-    cpu_s: float  # CPU time this process spent during the round (the client's cost)
+    cpu_s: float  # CPU time the client spent during the round (all its workers together)
+    # each worker process's CPU time, in worker order; () when the round ran in-process
+    worker_cpu_s: tuple[float, ...] = ()
 
 
 class StreamError(Exception):
@@ -96,6 +100,10 @@ class StreamError(Exception):
 
 def run_round(requests: Sequence[BenchRequest], options: ClientOptions) -> RoundOutcome:
     """Send `requests` with the options' concurrency and arrival times; blocking."""
+    if worker_count(options, len(requests)) > 1:
+        from stackmatrix.bench import _workers  # here: _workers imports this module
+
+        return _workers.run_round_workers(requests, options)
     # The stamping loop times each chunk when the selector saw it (see _sse); under
     # any other loop run_round_async times it when its connection is served.
     # No garbage collection during a round: a full collection stalls the loop for
@@ -122,29 +130,42 @@ async def run_round_async(requests: Sequence[BenchRequest], options: ClientOptio
     return RoundOutcome(records=records, duration_s=duration, t0=t0, cpu_s=cpu)
 
 
+def worker_count(options: ClientOptions, requests: int) -> int:
+    """Worker processes a round really uses: no more than its concurrency (each worker
+    holds at least one of its slots) or its requests."""
+    return max(1, min(options.workers, options.max_concurrency, requests))
+
+
 async def _one(
     sem: asyncio.Semaphore, req: BenchRequest, options: ClientOptions, t0: float
 ) -> RequestRecord:
-    rec = RequestRecord(index=req.index)
     if options.use_arrivals and req.arrival_s > 0:
         await asyncio.sleep(max(0.0, t0 + req.arrival_s - time.perf_counter()))
     scheduled = time.perf_counter()
     async with sem:
-        start = time.perf_counter()
-        rec.scheduled_s, rec.start_s = scheduled - t0, start - t0
-        rec.queue_wait_s = start - scheduled
-        try:
-            async with asyncio.timeout(options.request_timeout_s):
-                await _stream(_payload(req, options), options, rec, start)
-        except TimeoutError:
-            rec.error = f"timed out after {options.request_timeout_s:g} s"
-        except StatusError as exc:
-            rec.error = f"HTTP {exc.status}: {exc.text[:ERROR_TEXT_LIMIT]}"
-        except (StreamError, ResponseError) as exc:
-            rec.error = str(exc)[:ERROR_TEXT_LIMIT]
-        except (OSError, ValueError) as exc:
-            rec.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
-        rec.e2e_s = time.perf_counter() - start
+        return await send_one(req, options, t0, scheduled)
+
+
+async def send_one(
+    req: BenchRequest, options: ClientOptions, t0: float, scheduled: float
+) -> RequestRecord:
+    """Send one request now and record it (`scheduled`: when its arrival time came)."""
+    rec = RequestRecord(index=req.index)
+    start = time.perf_counter()
+    rec.scheduled_s, rec.start_s = scheduled - t0, start - t0
+    rec.queue_wait_s = start - scheduled
+    try:
+        async with asyncio.timeout(options.request_timeout_s):
+            await _stream(_payload(req, options), options, rec, start)
+    except TimeoutError:
+        rec.error = f"timed out after {options.request_timeout_s:g} s"
+    except StatusError as exc:
+        rec.error = f"HTTP {exc.status}: {exc.text[:ERROR_TEXT_LIMIT]}"
+    except (StreamError, ResponseError) as exc:
+        rec.error = str(exc)[:ERROR_TEXT_LIMIT]
+    except (OSError, ValueError) as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
+    rec.e2e_s = time.perf_counter() - start
     return rec
 
 

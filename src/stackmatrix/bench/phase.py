@@ -22,8 +22,9 @@ from typing import Any
 
 from stackmatrix import _atomic, layout
 from stackmatrix._secrets import redact, redact_argv
+from stackmatrix.bench import _workers as client_workers
 from stackmatrix.bench import envfacts, leftovers, metrics, schedule, server, workload
-from stackmatrix.bench.client import ClientOptions, run_round
+from stackmatrix.bench.client import ClientOptions, RoundOutcome, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, get_engine, package_version
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
@@ -233,6 +234,9 @@ def inputs_hash(
     bench_dict.pop("launches")
     bench_dict.pop("warmup_launches")  # discarded launches don't define the measurements
     bench_dict.pop("workload")
+    if bench_dict.get("client_workers") == 1:
+        # the in-process client, as before the key existed: earlier results still resume
+        bench_dict.pop("client_workers")
     payload = {
         "bench": bench_dict,
         "workload_hash": wl_hash,
@@ -406,6 +410,7 @@ def _rounds(
         max_concurrency=wk.max_concurrency,
         request_timeout_s=wk.request_timeout_s,
         ignore_eos=wk.ignore_eos and engine.accepts_ignore_eos,
+        workers=_client_workers(bench, wk),
     )
     for r in range(1, bench.rounds + 1):
         warm_errors = 0
@@ -417,13 +422,14 @@ def _rounds(
         name = layout.requests_file(k, r, point)
         workload.write_requests(st.cell_dir.file(name), [x.to_dict() for x in outcome.records])
         figures = metrics.round_metrics(outcome.records, outcome.duration_s)
-        # the client's own CPU share of one core: a busy client measures itself
-        figures["client_cpu_share"] = (
-            outcome.cpu_s / outcome.duration_s if outcome.duration_s > 0 else 0.0
-        )
-        rounds.append(
-            {"index": r, "metrics": figures, "requests_file": name, "warmup_errors": warm_errors}
-        )
+        entry = {
+            "index": r,
+            "metrics": figures,
+            "requests_file": name,
+            "warmup_errors": warm_errors,
+        }
+        _client_cpu(outcome, figures, entry)
+        rounds.append(entry)
         if not srv.alive():
             raise server.ServerFailed(srv.exit_message())
         if figures["completed"] == 0:
@@ -433,6 +439,24 @@ def _rounds(
                 f"every request of round {r}{where} failed; first error: {first}",
                 code="requests_failed",
             )
+
+
+def _client_workers(bench: Bench, wk: Workload) -> int:
+    if bench.client_workers == "auto":
+        return client_workers.auto_workers(wk.max_concurrency)
+    return bench.client_workers
+
+
+def _client_cpu(outcome: RoundOutcome, figures: dict[str, Any], entry: dict[str, Any]) -> None:
+    """The client's own CPU share of one core (a busy client measures itself): with
+    worker processes, the busiest worker's in `client_cpu_share` and each worker's in
+    the round's `client_cpu_shares`."""
+    d = outcome.duration_s
+    shares = [c / d if d > 0 else 0.0 for c in outcome.worker_cpu_s or (outcome.cpu_s,)]
+    figures["client_cpu_share"] = max(shares)
+    if outcome.worker_cpu_s:
+        entry["client_workers"] = len(shares)
+        entry["client_cpu_shares"] = [round(x, 4) for x in shares]
 
 
 def _version(engine: Engine, st: _CellState) -> str | None:
@@ -535,18 +559,26 @@ CLIENT_BUSY_MIN_S = 2.0  # shorter rounds are dominated by fixed costs (loop, co
 
 
 def _busy_client(st: _CellState) -> list[Finding]:
-    """A round where the client used more than half a core: what it measured may be the
-    client's limit, not the server's (a finding, never a silent number)."""
-    shares = [
-        float(r["metrics"].get("client_cpu_share", 0.0))
+    """A round where the client (with worker processes: any one of them) used more than
+    half a core: what it measured may be the client's limit, not the server's (a
+    finding, never a silent number)."""
+    rounds = [
+        r
         for ln in st.launches
         for entry in (ln, *(ln.get("points") or {}).values())
         for r in entry.get("rounds", [])
         if float(r["metrics"].get("duration_s", 0.0)) >= CLIENT_BUSY_MIN_S
     ]
-    busiest = max(shares, default=0.0)
-    if busiest <= CLIENT_BUSY:
+    busiest = max(rounds, key=_cpu_share, default=None)
+    if busiest is None or _cpu_share(busiest) <= CLIENT_BUSY:
         return []
+    share, per_worker = _cpu_share(busiest), busiest.get("client_cpu_shares") or []
+    who = "the benchmark client"
+    details: dict[str, Any] = {"client_cpu_share_max": round(share, 3)}
+    if per_worker:
+        k = per_worker.index(max(per_worker)) + 1
+        who = f"worker {k} of the benchmark client's {len(per_worker)}"
+        details["client_cpu_shares"] = per_worker
     return [
         Finding(
             code="SM-BENCH-CLIENT-BUSY",
@@ -554,15 +586,19 @@ def _busy_client(st: _CellState) -> list[Finding]:
             cell=st.cell_id,
             subject="bench",
             message=(
-                f"the benchmark client used {busiest:.0%} of a core in its busiest round "
+                f"{who} used {share:.0%} of a core in its busiest round "
                 f"of {CLIENT_BUSY_MIN_S:g} s or more (over {CLIENT_BUSY:.0%}): at that "
                 "load its timestamps degrade and it may measure itself rather than the "
-                "server; lower the load point's concurrency or run the client on a "
-                "machine with a free core"
+                'server; raise bench.client_workers (or set it to "auto"), lower the '
+                "load point's concurrency, or run the client on a machine with free cores"
             ),
-            details={"client_cpu_share_max": round(busiest, 3)},
+            details=details,
         )
     ]
+
+
+def _cpu_share(rnd: Mapping[str, Any]) -> float:
+    return float(rnd["metrics"].get("client_cpu_share", 0.0))
 
 
 def _ok_message(launches: Sequence[dict[str, Any]], bench: Bench) -> str:
