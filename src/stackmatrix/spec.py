@@ -709,9 +709,24 @@ def _points(bench: Mapping[str, Any], p: Problems) -> tuple[LoadPoint, ...]:
             p.add(join(path, "name"), f"{name!r} names two load points")
         metric = _choice(point, "metric", path, METRICS, p) or "output_throughput"
         overrides = {k: v for k, v in point.items() if k not in ("name", "metric")}
-        workload = _workload_from({**base, **overrides}, path, p)
+        workload = _point_workload(base, overrides, path, p)
         out.append(LoadPoint(name=name, workload=workload, metric=metric))
     return tuple(out)
+
+
+def _point_workload(
+    base: Mapping[str, Any], overrides: Mapping[str, Any], path: str, p: Problems
+) -> Workload:
+    """The headline's keys with the point's overrides. A problem of a headline key is
+    said once, under bench.workload, not again for every point: only the point's own
+    keys and the workload as a whole are judged here."""
+    mine = Problems()
+    workload = _workload_from({**base, **overrides}, path, mine)
+    own = tuple(join(path, key) + ":" for key in overrides)
+    for item in mine.items:
+        if item.startswith(own) or item.startswith(path + ":"):
+            p.items.append(item)
+    return workload
 
 
 def _workload_from(w: Mapping[str, Any], path: str, p: Problems) -> Workload:

@@ -448,6 +448,18 @@ def test_bad_load_points_are_named() -> None:
     assert "bench.points: expected an array of tables" in "\n".join(problems(_with_points(5)))
 
 
+def test_a_bad_headline_key_is_said_once_not_again_per_point() -> None:
+    raw = _with_points([{"name": "c8", "max_concurrency": 8}, {"name": "c16", "seed": -1}])
+    raw["bench"]["workload"]["output_len"] = 0  # type: ignore[index]
+    found = problems(raw)
+    assert [x for x in found if "output_len" in x] == [next(x for x in found if x.startswith(
+        "bench.workload.output_len:"))]  # fmt: skip
+    assert any(x.startswith("bench.points[1].seed:") for x in found)  # the point's own key
+    # a whole-workload limit the override causes is still the point's
+    raw = _with_points([{"name": "big", "num_prompts": 200_000, "input_len": 1000}])
+    assert [x.split(":")[0] for x in problems(raw)] == ["bench.points[0]"]
+
+
 def test_client_workers_is_a_count_or_auto() -> None:
     def bench(value: object) -> dict[str, Any]:
         return {**MINIMAL, "bench": {"model": "/m", "client_workers": value}}
