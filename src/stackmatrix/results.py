@@ -149,7 +149,7 @@ class CellDir:
     def crashed(self, phase: str, exc: BaseException) -> str:
         """A phase's own crash (a bug, a full disk) becomes a status, never the end of the
         run: the traceback goes to <phase>.log, the returned message to the result (code
-        INTERNAL_ERROR). The one wording for every phase (pipeline._run_phase, bench)."""
+        INTERNAL_ERROR). The one wording for every phase (pipeline.runner.run_phase, bench)."""
         with self.log_path(phase).open("a", encoding="utf-8") as fh:
             fh.write("".join(traceback.format_exception(exc)))
         return f"{type(exc).__name__}: {exc} (traceback in {phase}.log)"

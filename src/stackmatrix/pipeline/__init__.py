@@ -1,0 +1,57 @@
+"""The run pipeline: spec -> plan -> build -> check -> bench -> report.
+
+Each phase reads what the one before it wrote in the results directory. A failed
+cell is a result, never the end of the run; exceptions from a phase become a
+`failed` status, at one boundary (`runner.run_phase`; the bench's is each launch).
+Re-running resumes: a phase whose inputs hash is unchanged and whose result is
+complete is not redone.
+
+    options   what a run is asked to do, its cells      rundir   the results directory
+    runner    the per-cell phase runner                 phases   build, check, report
+    bench     the bench phase (and a generated model)   run      run_pipeline: all in order
+"""
+
+from __future__ import annotations
+
+from stackmatrix.pipeline.bench import TINY_MODEL_PREFIX, bench_phase
+from stackmatrix.pipeline.options import (
+    ALL_PHASES,
+    Progress,
+    RunOptions,
+    RunSummary,
+    default_work_dir,
+    select_cells,
+    with_backend,
+)
+from stackmatrix.pipeline.phases import build_phase, check_phase, environments, report_phase
+from stackmatrix.pipeline.run import _children_stop_on_ctrl_c, run_pipeline
+from stackmatrix.pipeline.rundir import (
+    history_db,
+    open_run_dir,
+    run_identity,
+    spec_digest,
+    write_run_files,
+)
+
+__all__ = [
+    "ALL_PHASES",
+    "TINY_MODEL_PREFIX",
+    "Progress",
+    "RunOptions",
+    "RunSummary",
+    "_children_stop_on_ctrl_c",
+    "bench_phase",
+    "build_phase",
+    "check_phase",
+    "default_work_dir",
+    "environments",
+    "history_db",
+    "open_run_dir",
+    "report_phase",
+    "run_identity",
+    "run_pipeline",
+    "select_cells",
+    "spec_digest",
+    "with_backend",
+    "write_run_files",
+]

@@ -1,0 +1,106 @@
+"""The bench phase of a run: every cell's launches (bench/phase.py), after the model
+is there (a generated tiny model is made once per work dir)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from stackmatrix.envs.backends import get_backend
+from stackmatrix.envs.base import Environment
+from stackmatrix.errors import StackmatrixError
+from stackmatrix.pipeline.options import Progress, RunOptions
+from stackmatrix.pipeline.phases import environments
+from stackmatrix.plan import PlannedCell
+from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
+from stackmatrix.spec_model import Spec
+
+
+def bench_phase(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> dict[str, PhaseResult]:
+    ids = [pc.cell.id for pc in planned]
+    if opts.spec.bench is None:
+        return _mark_all(
+            run, ids, "bench", Status.SKIPPED, "no_bench", "the spec has no [bench] section"
+        )
+    from stackmatrix.bench.phase import run_bench_phase
+
+    envs = environments(run, ids, opts.spec)
+    spec = opts.spec
+    if spec.bench is not None and spec.bench.model.startswith(TINY_MODEL_PREFIX):
+        try:
+            spec = _with_tiny_model(spec, opts.work_dir, envs, progress)
+        except StackmatrixError as exc:
+            return _mark_all(run, ids, "bench", Status.FAILED, "model_unavailable", exc.message)
+    return run_bench_phase(
+        spec,
+        run,
+        ids,
+        environments=envs,
+        order=opts.order or opts.spec.order,
+        force=opts.force,
+        progress=lambda cell, msg: progress("bench", cell, msg),
+    )
+
+
+TINY_MODEL_PREFIX = "stackmatrix:tiny-llama"
+
+
+def _with_tiny_model(
+    spec: Spec, work_dir: Path, envs: dict[str, Environment], progress: Progress
+) -> Spec:
+    """`model = "stackmatrix:tiny-llama"`: a tiny random Llama built locally, once per
+    work dir, by the baseline cell's own interpreter (it has torch + transformers).
+
+    A host interpreter (venv/current cell) is preferred; with docker cells only, the
+    image's python writes the model through a bind mount of the models directory, so
+    it lies on the host where every cell's server gets it (read-only) at the same path."""
+    from dataclasses import replace
+
+    from stackmatrix.bench.tinymodel import make_tiny_model
+
+    assert spec.bench is not None
+    order = [c for c in dict.fromkeys([spec.baseline, *sorted(envs)]) if c in envs]
+    # a host interpreter first: an image's writes the model through a bind mount
+    built = sorted((envs[c] for c in order), key=lambda e: not get_backend(e.backend).on_host)
+    if not built:
+        raise StackmatrixError(
+            "model = 'stackmatrix:tiny-llama' needs a built cell with torch and "
+            "transformers to generate the model; no cell was built"
+        )
+    env = built[0]
+    size = spec.bench.model.removeprefix(TINY_MODEL_PREFIX).lstrip("-") or "tiny"
+    if size not in ("tiny", "1b"):
+        raise StackmatrixError(
+            f"bench.model {spec.bench.model!r}: the generated models are "
+            f"'{TINY_MODEL_PREFIX}' and '{TINY_MODEL_PREFIX}-1b'"
+        )
+    dest = work_dir / "models" / ("tiny-llama" if size == "tiny" else f"random-llama-{size}")
+    progress("bench", "-", f"generated model: {dest}")
+    dest = dest.resolve()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    python = tuple(get_backend(env.backend).python_command(env, writable=[dest.parent]))
+    path = make_tiny_model(dest, python=python, env={**os.environ, **env.env}, size=size)
+    return replace(spec, bench=replace(spec.bench, model=str(path)))
+
+
+def _mark_all(
+    run: RunDir, ids: Sequence[str], phase: str, status: Status, code: str, message: str
+) -> dict[str, PhaseResult]:
+    out = {}
+    for cid in ids:
+        result = PhaseResult(
+            phase=phase,
+            cell=cid,
+            status=status,
+            inputs_hash="",
+            code=code,
+            message=message,
+            started=now_iso(),
+            finished=now_iso(),
+        )
+        run.cell(cid).write(result)
+        out[cid] = result
+    return out

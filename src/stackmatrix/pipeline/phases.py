@@ -1,0 +1,194 @@
+"""The build, check and report phases of a run: build and check run per cell, in
+parallel (`--jobs`), through the phase runner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackmatrix import __version__
+from stackmatrix._secrets import REDACTED, redact
+from stackmatrix.envs.backends import get_backend
+from stackmatrix.envs.base import BuildOutcome, Environment
+from stackmatrix.envs.lock import lock_digest
+from stackmatrix.pipeline.options import Progress, RunOptions
+from stackmatrix.pipeline.rundir import history_db
+from stackmatrix.pipeline.runner import bind, describe, digest, in_parallel, reusable, run_phase
+from stackmatrix.plan import PlannedCell
+from stackmatrix.results import CellDir, PhaseResult, RunDir, Status
+from stackmatrix.spec_model import Spec
+
+if TYPE_CHECKING:
+    from stackmatrix.compat.scancache import ScanCache
+
+
+def build_phase(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> dict[str, PhaseResult]:
+    spec_dir = Path(opts.spec.path).parent
+
+    def one(pc: PlannedCell) -> PhaseResult:
+        cell_dir = run.cell(pc.cell.id)
+        old = reusable(cell_dir, "build", pc.content_hash) if opts.resume else None
+        if old is not None and _env_still_there(old):
+            progress("build", pc.cell.id, "already built in this run (resumed)")
+            return old
+        progress("build", pc.cell.id, f"building ({pc.cell.backend})")
+
+        def body() -> PhaseResult:
+            outcome = _backend_build(pc, spec_dir, opts.work_dir, cell_dir.log_path("build"))
+            return _build_result(pc, outcome)
+
+        result = run_phase(cell_dir, "build", pc.content_hash, body)
+        progress("build", pc.cell.id, describe(result))
+        return result
+
+    return in_parallel(planned, opts.jobs, one)
+
+
+def _env_still_there(result: PhaseResult) -> bool:
+    env = result.data.get("environment")
+    if not env:
+        return False
+    prefix = env.get("prefix")
+    return prefix is None or Path(prefix).exists()
+
+
+def _backend_build(pc: PlannedCell, spec_dir: Path, work_dir: Path, log_path: Path) -> BuildOutcome:
+    return get_backend(pc.cell.backend).build(
+        pc.cell, spec_dir=spec_dir, work_dir=work_dir, log_path=log_path,
+        content_hash=pc.content_hash,
+    )  # fmt: skip
+
+
+def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
+    return PhaseResult(
+        phase="build",
+        cell=pc.cell.id,
+        status=outcome.status,
+        inputs_hash=pc.content_hash,
+        code=outcome.code,
+        message=outcome.message,
+        findings=list(outcome.findings),
+        data={
+            "environment": _public_environment(outcome.environment),
+            "lock": [e.to_dict() for e in outcome.lock],
+            "lock_digest": lock_digest(outcome.lock) if outcome.lock else None,
+            "reused": outcome.reused,
+            "content_hash": pc.content_hash,
+            **outcome.data,
+        },
+    )
+
+
+def _public_environment(env: Environment | None) -> dict[str, Any] | None:
+    """build.json travels as a CI artifact: secret env values stay out of it, and come
+    back from the spec when a later phase runs the cell (issue 16, defect 9)."""
+    return None if env is None else {**env.to_dict(), "env": redact(dict(env.env))}
+
+
+def environments(run: RunDir, cell_ids: Sequence[str], spec: Spec) -> dict[str, Environment]:
+    out = {}
+    cells = {c.id: c for c in spec.cells}
+    for cid in cell_ids:
+        result = run.cell(cid).read("build")
+        if result is not None and result.status is Status.OK and result.data.get("environment"):
+            env = Environment.from_dict(result.data["environment"])
+            out[cid] = _with_secrets(env, dict(cells[cid].env) if cid in cells else {})
+    return out
+
+
+def _with_secrets(env: Environment, spec_env: Mapping[str, str]) -> Environment:
+    restored = {k: spec_env.get(k, v) if REDACTED in v else v for k, v in env.env.items()}
+    return replace(env, env=restored)
+
+
+def check_phase(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> dict[str, PhaseResult]:
+    """Cells are checked in parallel, like builds (`--jobs`): the runtime probe is a child
+    process, and the static scan of an unchanged environment comes from the work dir's
+    cache (compat/scancache.py)."""
+    envs = environments(run, [pc.cell.id for pc in planned], opts.spec)
+
+    def one(pc: PlannedCell) -> PhaseResult:
+        return _check_cell(run, opts, pc, envs.get(pc.cell.id), progress)
+
+    return in_parallel(planned, opts.jobs, one)
+
+
+def _check_cell(
+    run: RunDir, opts: RunOptions, pc: PlannedCell, env: Environment | None, progress: Progress
+) -> PhaseResult:
+    cell_dir = run.cell(pc.cell.id)
+    build = cell_dir.read("build")
+    lock = build.data.get("lock_digest") if build else None
+    inputs = digest([pc.content_hash, lock, list(opts.spec.targets), opts.spec.driver, __version__])
+    old = reusable(cell_dir, "check", inputs) if opts.resume else None
+    if old is not None:
+        progress("check", pc.cell.id, "unchanged since the last check (resumed)")
+        return old
+    progress("check", pc.cell.id, "checking")
+    from stackmatrix.compat.scancache import ScanCache
+
+    cache = ScanCache.in_work_dir(opts.work_dir, identity=(pc.content_hash, lock))
+    body = bind(_check_one, pc, env, opts.spec, cell_dir, inputs, cache)
+    result = run_phase(cell_dir, "check", inputs, body)
+    progress("check", pc.cell.id, describe(result) + _scan_note(result))
+    return result
+
+
+def _scan_note(result: PhaseResult) -> str:
+    timing = result.data.get("timing") or {}
+    return " (static scan cached)" if timing.get("static_scan") == "hit" else ""
+
+
+def _check_one(
+    pc: PlannedCell,
+    env: Environment | None,
+    spec: Spec,
+    cell_dir: CellDir,
+    inputs: str,
+    cache: ScanCache | None = None,
+) -> PhaseResult:
+    if env is None:
+        return PhaseResult(
+            phase="check",
+            cell=pc.cell.id,
+            inputs_hash=inputs,
+            status=Status.SKIPPED,
+            code="not_built",
+            message="no environment to check: the build phase did not succeed",
+        )
+    from stackmatrix.compat.phase import check_environment
+
+    outcome = check_environment(
+        env,
+        cell_id=pc.cell.id,
+        targets=spec.targets,
+        cuda=pc.cell.cuda,
+        declared_driver=spec.driver,
+        log_path=cell_dir.log_path("check"),
+        scan_cache=cache,
+    )
+    return PhaseResult(
+        phase="check",
+        cell=pc.cell.id,
+        inputs_hash=inputs,
+        status=Status.OK,
+        message=f"verdict: {outcome.verdict}",
+        findings=list(outcome.findings),
+        data=dict(outcome.data),
+    )
+
+
+def report_phase(run: RunDir, opts: RunOptions, progress: Progress) -> tuple[list[Path], list[str]]:
+    from stackmatrix.report import build_report
+
+    fail_on = opts.fail_on or opts.spec.report.fail_on
+    outcome = build_report(run.path, fail_on=fail_on, history_db=history_db(opts, run.path))
+    paths = [outcome.markdown, outcome.html, outcome.json, outcome.junit]
+    progress("report", "-", f"wrote {', '.join(p.name for p in paths)}")
+    return paths, list(outcome.policy_failures)

@@ -1,0 +1,65 @@
+"""The run: the phases in order under the results directory's lock, with every child
+stopped on Ctrl-C, SIGTERM or SIGHUP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from stackmatrix import _proc, _signals
+from stackmatrix._lock import results_dir_lock
+from stackmatrix.pipeline.bench import bench_phase
+from stackmatrix.pipeline.options import (
+    Progress,
+    RunOptions,
+    RunSummary,
+    select_cells,
+    with_backend,
+)
+from stackmatrix.pipeline.phases import build_phase, check_phase, report_phase
+from stackmatrix.pipeline.rundir import mark_finished, open_run_dir, write_run_files
+from stackmatrix.plan import PlannedCell
+from stackmatrix.results import PhaseResult, RunDir
+
+
+@contextmanager
+def _children_stop_on_ctrl_c() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP stop our children at once, wherever the main thread
+    is (even outside a try block), so worker threads waiting on them finish and the run
+    can exit (issue 16, defect 8: a SIGTERM used to leave the server running)."""
+    with _signals.stop_signals(_proc.terminate_all):
+        yield
+
+
+def run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
+    with _children_stop_on_ctrl_c():
+        return _run_pipeline(opts, progress)
+
+
+def _run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
+    planned = with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)
+    run = open_run_dir(opts)
+    with results_dir_lock(run.path):
+        return _run_locked(run, opts, planned, progress)
+
+
+def _run_locked(
+    run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
+) -> RunSummary:
+    write_run_files(run, opts, planned)
+    progress("run", "-", f"results in {run.path}")
+    summary = RunSummary(run_dir=run.path, statuses={pc.cell.id: {} for pc in planned})
+    steps: list[tuple[str, Callable[[], dict[str, PhaseResult]]]] = [
+        ("build", lambda: build_phase(run, opts, planned, progress)),
+        ("check", lambda: check_phase(run, opts, planned, progress)),
+        ("bench", lambda: bench_phase(run, opts, planned, progress)),
+    ]
+    for name, step in steps:
+        if name not in opts.phases:
+            continue
+        for cid, result in step().items():
+            summary.statuses.setdefault(cid, {})[name] = result.status.value
+    if "report" in opts.phases:
+        summary.report_paths, summary.policy_failures = report_phase(run, opts, progress)
+    mark_finished(run)
+    return summary

@@ -1,0 +1,107 @@
+"""The per-cell phase runner: a phase's result is reused when complete and of the same
+inputs; otherwise it is marked interrupted, run, and recorded, whatever happened: the
+one boundary where a crash of build or check becomes a status."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from stackmatrix import _proc
+from stackmatrix.errors import ResultsError
+from stackmatrix.plan import PlannedCell
+from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, Status, now_iso
+
+
+def reusable(cell_dir: CellDir, phase: str, inputs_hash: str) -> PhaseResult | None:
+    try:
+        old = cell_dir.read(phase)
+    except ResultsError:
+        return None
+    if old is not None and old.complete and old.inputs_hash == inputs_hash:
+        return old
+    return None
+
+
+def run_phase(
+    cell_dir: CellDir, phase: str, inputs_hash: str, body: Callable[[], PhaseResult]
+) -> PhaseResult:
+    """Mark the phase interrupted, run it, and record what happened, crash or not."""
+    started = now_iso()
+    t0 = time.monotonic()
+    cell_dir.write(
+        PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.INTERRUPTED,
+            inputs_hash=inputs_hash,
+            started=started,
+            message="in progress",
+        )
+    )
+    try:
+        result = body()
+    except Exception as exc:  # a phase's crash becomes a status (bench: per launch)
+        result = PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.FAILED,
+            inputs_hash=inputs_hash,
+            code=INTERNAL_ERROR,
+            message=cell_dir.crashed(phase, exc),
+        )
+    if _proc.interrupted():
+        # its child was stopped by Ctrl-C: whatever it returned is not a real outcome
+        result = PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.INTERRUPTED,
+            inputs_hash=inputs_hash,
+            code="interrupted",
+            message="interrupted; re-run with --resume",
+        )
+        cell_dir.write(result)
+        return result
+    result.started = started
+    result.finished = now_iso()
+    result.duration_s = time.monotonic() - t0
+    cell_dir.write(result)
+    return result
+
+
+def in_parallel(
+    planned: list[PlannedCell], jobs: int, one: Callable[[PlannedCell], PhaseResult]
+) -> dict[str, PhaseResult]:
+    """One cell per worker, at most `jobs` at once; Ctrl-C stops the children and the
+    cells not started yet, and the results come back in the plan's order."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pc.cell.id: pool.submit(one, pc) for pc in planned}
+        try:
+            return {cid: f.result() for cid, f in futures.items()}
+        except KeyboardInterrupt:
+            for f in futures.values():
+                f.cancel()
+            _proc.terminate_all()
+            raise
+
+
+def describe(result: PhaseResult) -> str:
+    text = result.status.value
+    if result.code:
+        text += f" ({result.code})"
+    if result.message:
+        text += f": {result.message.splitlines()[0]}"
+    return f"{text} [{result.duration_s:.1f}s]"
+
+
+def digest(data: Any) -> str:
+    import json
+
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def bind(fn: Callable[..., PhaseResult], *args: Any) -> Callable[[], PhaseResult]:
+    return lambda: fn(*args)
