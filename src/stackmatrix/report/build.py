@@ -12,7 +12,8 @@ from stackmatrix import _atomic, layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.report import history, policy, render_html, render_junit, render_md
 from stackmatrix.report.load import load_run
-from stackmatrix.report.model import MatrixReport, build_model
+from stackmatrix.report.matrix import MatrixReport
+from stackmatrix.report.model import build_model
 
 log = logging.getLogger(__name__)
 

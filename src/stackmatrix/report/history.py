@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stackmatrix.errors import ResultsError
-from stackmatrix.report.model import CellReport, HistoryNote, MatrixReport
+from stackmatrix.report.matrix import CellReport, HistoryNote, MatrixReport
 
 SCHEMA_VERSION = 1
 _TREND = 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackmatrix.report.model import MatrixReport
+from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.stats import Verdict
 from stackmatrix.spec import parse_fail_on
 from stackmatrix.spec_model import FAIL_ON

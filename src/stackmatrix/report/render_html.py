@@ -8,7 +8,7 @@ from html import escape
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt, _svg
 from stackmatrix.report.drift import Difference
-from stackmatrix.report.model import CellReport, MatrixReport
+from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.report.render_md import PHASE_KINDS
 from stackmatrix.report.stats import Verdict
 

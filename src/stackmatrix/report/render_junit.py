@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from stackmatrix.report.model import CellReport, MatrixReport, PhaseSummary
+from stackmatrix.report.matrix import CellReport, MatrixReport, PhaseSummary
 from stackmatrix.report.stats import Verdict
 
 # (outcome, message): outcome is "pass", "failure", "error" or "skipped"

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt
 from stackmatrix.report.drift import Difference
-from stackmatrix.report.model import CellReport, MatrixReport
+from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.report.stats import Verdict
 
 _BESIDE = 8  # unintended differences shown next to a verdict; the rest go to details

@@ -6,7 +6,7 @@ from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.errors import ResultsError
 from stackmatrix.report import build_report
-from stackmatrix.report.model import HistoryNote
+from stackmatrix.report.matrix import HistoryNote
 
 
 def _run(tmp_path: Path, name: str, seed: int) -> Path:

@@ -1,0 +1,182 @@
+"""One cell of the report from its results: phases, compatibility, targets, launches
+(with outliers marked), latency distributions and the versions it ran."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from stackmatrix.findings import Severity
+from stackmatrix.report import drift as drift_mod
+from stackmatrix.report.load import CellResults, RunResults, read_requests
+from stackmatrix.report.matrix import MISSING, UNREADABLE, CellReport, LaunchRow, PhaseSummary
+from stackmatrix.report.stats import Comparison, Thresholds, interval, launch_samples
+from stackmatrix.results import PHASES, Status
+
+_SEVERITY_ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
+_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+_KEY_PACKAGES = (
+    "torch",
+    "sglang",
+    "sgl-kernel",
+    "sglang-kernel",
+    "flashinfer-python",
+    "vllm",
+    "transformers",
+    "triton",
+)
+
+
+def cell_report(
+    cell: CellResults,
+    results: RunResults,
+    headline: str,
+    thresholds: Thresholds,
+    comparison: Comparison | None,
+    drift: drift_mod.Drift | None,
+) -> CellReport:
+    launches = cell.launches(headline)
+    samples = launch_samples(launches)
+    findings = {
+        p: tuple(sorted(r.findings, key=lambda f: (_SEVERITY_ORDER[f.severity], f.code)))
+        for p in PHASES
+        if (r := cell.phase(p)) is not None and r.findings
+    }
+    return CellReport(
+        id=cell.id,
+        is_baseline=cell.id == results.baseline,
+        content_hash=cell.content_hash,
+        definition=cell.definition,
+        phases=tuple(_phase(cell, p) for p in PHASES),
+        compat=_compat(cell),
+        targets=_targets(cell, results.targets),
+        findings_by_phase=findings,
+        problems=cell.problems,
+        headline=interval(samples, confidence=thresholds.confidence) if samples.values else None,
+        launches=_launch_rows(cell, headline),
+        warmup_launches=_launch_rows(cell, headline, warmup=True),
+        summary=dict(cell.bench.summary or {}),
+        comparison=comparison,
+        drift=drift,
+        distributions=_distributions(cell),
+        versions=_versions(cell),
+    )
+
+
+def _phase(cell: CellResults, phase: str) -> PhaseSummary:
+    result = cell.phase(phase)
+    if result is None and phase in cell.unreadable:
+        file, why = cell.path / f"{phase}.json", cell.unreadable[phase]
+        message = why if str(file) in why else f"{file}: {why}"
+        return PhaseSummary(phase=phase, status=UNREADABLE, message=message)
+    if result is None:
+        return PhaseSummary(phase=phase, status=MISSING, message=f"no {phase}.json")
+    return PhaseSummary(
+        phase=phase,
+        status=result.status.value,
+        code=result.code,
+        message=result.message,
+        duration_s=result.duration_s,
+    )
+
+
+def _compat(cell: CellResults) -> str:
+    build, check = cell.phase("build"), cell.phase("check")
+    if build is not None and build.status is Status.FAILED:
+        return "build failed"
+    if check is None:
+        return "not checked"
+    if check.status is not Status.OK:
+        return f"check {check.status.value}"
+    verdict = check.data.get("verdict")
+    if verdict is None and any(f.severity is Severity.FAIL for f in check.findings):
+        return "incompatible"
+    return str(verdict or "unknown")
+
+
+def _targets(cell: CellResults, targets: Sequence[str]) -> dict[str, str]:
+    summary = cell.data("check").get("target_summary") or {}
+    return {t: str(summary.get(t, "unknown")) for t in targets}
+
+
+def _launch_rows(
+    cell: CellResults, headline: str, *, warmup: bool = False
+) -> tuple[LaunchRow, ...]:
+    rows = []
+    records = cell.bench.warmup_launches if warmup else cell.bench.launches
+    for i, launch in enumerate(records, start=1):
+        rounds = tuple(launch.values(headline))
+        index = launch.index if isinstance(launch.index, int) and not warmup else i
+        rows.append(
+            LaunchRow(
+                index=index,
+                status=launch.status or "ok",
+                value=statistics.median(rounds) if rounds else None,
+                rounds=rounds,
+                outlier=False,
+                env_facts=dict(launch.env_facts),
+                warmup=warmup,
+            )
+        )
+    return tuple(rows) if warmup else _mark_outliers(rows)
+
+
+def _mark_outliers(rows: list[LaunchRow]) -> tuple[LaunchRow, ...]:
+    """A launch far from the others (robust z > 3.5 on the log scale, and > 2% off)."""
+    values = [math.log(r.value) for r in rows if r.value and r.value > 0]
+    if len(values) < 3:
+        return tuple(rows)
+    center = statistics.median(values)
+    mad = statistics.median(abs(v - center) for v in values) * 1.4826
+    out = []
+    for row in rows:
+        off = abs(math.log(row.value) - center) if row.value and row.value > 0 else 0.0
+        outlier = off > 0.02 and (mad == 0 or off / mad > 3.5)
+        out.append(LaunchRow(**{**row.__dict__, "outlier": outlier}))
+    return tuple(out)
+
+
+def _distributions(cell: CellResults) -> dict[str, dict[str, float]]:
+    ttft: list[float] = []
+    itl: list[float] = []
+    for path in cell.request_files():
+        for record in read_requests(path):
+            if record.get("error"):
+                continue
+            # the client's records (bench/client.py) hold seconds; the plots show ms
+            if isinstance(record.get("ttft_s"), int | float):
+                ttft.append(float(record["ttft_s"]) * 1e3)
+            itl += [float(x) * 1e3 for x in record.get("itl_s") or [] if isinstance(x, int | float)]
+    return {name: _quantiles(vals) for name, vals in (("ttft_ms", ttft), ("itl_ms", itl)) if vals}
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    out = {f"p{round(q * 100)}": _quantile(ordered, q) for q in _QUANTILES}
+    out["n"] = float(len(ordered))
+    return out
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    pos = q * (len(ordered) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _versions(cell: CellResults) -> dict[str, str]:
+    build, bench, check = cell.data("build"), cell.bench, cell.data("check")
+    out: dict[str, str] = {}
+    if build.get("python_version"):
+        out["python"] = str(build["python_version"])
+    lock = {
+        str(p.get("name", "")).lower(): str(p.get("version", "")) for p in build.get("lock") or []
+    }
+    out |= {name: lock[name] for name in _KEY_PACKAGES if name in lock}
+    probe = check.get("probe") or {}
+    if isinstance(probe, dict):
+        out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if probe.get(k)}
+    if bench.engine_version:
+        out["engine"] = f"{bench.engine or ''} {bench.engine_version}".strip()
+    return out
