@@ -36,11 +36,11 @@ def _nested(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
 
 
-_BARE = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _key(key: str) -> str:
-    return key if _BARE.match(key) else _string(key)
+    return key if _BARE.fullmatch(key) else _string(key)
 
 
 def _string(text: str) -> str:

@@ -27,6 +27,7 @@ from stackmatrix.explain.text import sentences
 from stackmatrix.report.load import RunResults, load_run
 from stackmatrix.report.model import build_model
 from stackmatrix.report.stats import Thresholds
+from stackmatrix.results import Status
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -141,7 +142,25 @@ def _round(
     measured = sum(len(launches(c)) for c in [ctx.baseline, ctx.cell, *ids])
     rounds.append({"round": k, "dir": round_dir.name, "cells": cells, "launches": measured})
     return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
-                     groups=[launches(cid) for cid in ids])  # fmt: skip
+                     groups=[launches(cid) for cid in ids],
+                     not_run=["" if launches(cid) else _not_run(results, cid)
+                              for cid in ids])  # fmt: skip
+
+
+def _not_run(results: RunResults, cid: str) -> str:
+    """Why a revert cell has no launches: its first phase that did not end ok (a bench
+    skipped because the check found it incompatible says so in its message)."""
+    found = results.cell(cid)
+    if found is None:
+        return f"{cid} is missing from the round's results"
+    for name in ("build", "check", "bench"):
+        phase = found.phase(name)
+        if phase is None:
+            return f"{cid}: no {name} result"
+        if phase.status is not Status.OK:
+            why = phase.message or phase.code or ""
+            return f"{cid}: {name} {phase.status.value}" + (f" ({why})" if why else "")
+    return f"{cid}: no launch ran to the end"
 
 
 def _group_id(cell: str, k: int, i: int, group: Sequence[Change]) -> str:

@@ -23,7 +23,8 @@ class Outcome(enum.StrEnum):
     EXPLAINS = "explains"  # with it reverted, the candidate is no different from the baseline
     PARTIAL = "partial"  # it moves the candidate, but a difference remains
     NO_EFFECT = "no effect"  # reverting it changes nothing measurable
-    UNDECIDED = "undecided"  # too noisy to say, or not measured
+    UNDECIDED = "undecided"  # too noisy to say
+    NOT_RUN = "not run"  # the revert cell did not build, was incompatible or never served
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +34,7 @@ class Effect(Generic[T]):
     vs_baseline: Comparison | None
     vs_candidate: Comparison | None
     recovered: float | None  # share of the candidate's gap this revert recovers
+    why: str = ""  # NOT_RUN: what stopped the revert cell
 
     def to_dict(self, describe: Callable[[T], Any]) -> dict[str, Any]:
         return {
@@ -41,6 +43,7 @@ class Effect(Generic[T]):
             "vs_baseline": self.vs_baseline.to_dict() if self.vs_baseline else None,
             "vs_candidate": self.vs_candidate.to_dict() if self.vs_candidate else None,
             "recovered": self.recovered,
+            "why": self.why,
         }
 
 
@@ -49,6 +52,7 @@ class RoundData:
     baseline: Launches
     candidate: Launches
     groups: list[Launches]  # one per group, in the order asked
+    not_run: list[str] = field(default_factory=list)  # per group: why it has no launches
 
 
 @dataclass(kw_only=True)
@@ -60,11 +64,17 @@ class SearchResult(Generic[T]):
 
 
 def classify(
-    group: tuple[T, ...], data: Launches, rd: RoundData, metric: str, th: Thresholds
+    group: tuple[T, ...],
+    data: Launches,
+    rd: RoundData,
+    metric: str,
+    th: Thresholds,
+    why_not: str = "",
 ) -> Effect[T]:
     if not any(data):
-        return Effect(group=group, outcome=Outcome.UNDECIDED, vs_baseline=None,
-                      vs_candidate=None, recovered=None)  # fmt: skip
+        outcome = Outcome.NOT_RUN if why_not else Outcome.UNDECIDED
+        return Effect(group=group, outcome=outcome, vs_baseline=None, vs_candidate=None,
+                      recovered=None, why=why_not)  # fmt: skip
     vs_base = compare(data, rd.baseline, metric=metric, thresholds=th)
     vs_cand = compare(data, rd.candidate, metric=metric, thresholds=th)
     gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=th)
@@ -112,8 +122,9 @@ def search(
         groups = split(current)
         rd = measure(groups)
         result.gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=thresholds)
-        pairs = zip(groups, rd.groups, strict=True)
-        effects = [classify(g, d, rd, metric, thresholds) for g, d in pairs]
+        why = rd.not_run or [""] * len(groups)
+        effects = [classify(g, d, rd, metric, thresholds, w)
+                   for g, d, w in zip(groups, rd.groups, why, strict=True)]  # fmt: skip
         result.rounds.append(effects)
         best = _best(effects)
         if best is None:
@@ -149,7 +160,7 @@ def _combination(
     together = tuple(current)
     rd = measure([together])
     result.gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=thresholds)
-    effect = classify(together, rd.groups[0], rd, metric, thresholds)
+    effect = classify(together, rd.groups[0], rd, metric, thresholds, (rd.not_run or [""])[0])
     result.rounds.append([effect])
     if effect.outcome in (Outcome.EXPLAINS, Outcome.PARTIAL):
         result.cause = effect
@@ -175,6 +186,9 @@ def _best(effects: Sequence[Effect[T]]) -> Effect[T] | None:
 
 
 def _none_recovers(effects: Sequence[Effect[T]]) -> str:
+    stopped = [e.why for e in effects if e.outcome is Outcome.NOT_RUN]
+    if stopped:
+        return f"not explained: {len(stopped)} revert cell(s) could not be measured ({stopped[0]})"
     if any(e.outcome is Outcome.UNDECIDED for e in effects):
         return "not explained: too much noise to decide (see the launches each revert needs)"
     if len(effects) > 1:

@@ -58,5 +58,7 @@ def _effect_sentence(effect: Effect[Change]) -> str:
             return f"{_names(effect)}: no measurable effect ({moved} against the candidate)."
         case Outcome.UNDECIDED:
             return f"{_names(effect)}: undecided, too noisy ({moved})."
+        case Outcome.NOT_RUN:
+            return f"{_names(effect)}: could not be measured: {effect.why}."
         case _:
             return f"{_names(effect)}: moves it {moved} ({effect.outcome.value})."

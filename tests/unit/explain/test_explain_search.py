@@ -115,3 +115,24 @@ def test_nothing_to_revert() -> None:
     result = search(nothing, lambda g: RoundData(baseline=[], candidate=[], groups=[]),
                     metric="output_throughput", thresholds=TH)  # fmt: skip
     assert result.status == "not explained: no difference can be reverted"
+
+
+def test_a_revert_cell_that_did_not_run_is_said_not_called_noise() -> None:
+    rng = random.Random(3)
+
+    def cell(f: float) -> list[list[float]]:
+        return [[100.0 * f * math.exp(rng.gauss(0, 0.01))] for _ in range(5)]
+
+    def measure(groups: list[tuple[str, ...]]) -> RoundData:
+        why = "b~a=1: build failed (uv could not resolve the pins)"
+        return RoundData(baseline=cell(1.0), candidate=cell(0.8), groups=[[], cell(0.8)],
+                         not_run=[why, ""])  # fmt: skip
+
+    result = search(["a", "b"], measure, metric="output_throughput", thresholds=TH)
+    first, second = result.rounds[0]
+    assert first.outcome is Outcome.NOT_RUN and "build failed" in first.why
+    assert second.outcome is Outcome.NO_EFFECT
+    assert result.status == (
+        "not explained: 1 revert cell(s) could not be measured "
+        "(b~a=1: build failed (uv could not resolve the pins))"
+    )

@@ -32,3 +32,10 @@ def test_a_spec_shape_round_trips() -> None:
         "bench": {"engine": "sglang", "workload": {"input_len": 8, "request_rate": float("inf")}},
     }
     assert tomllib.loads(dumps(spec)) == spec
+
+
+def test_a_key_ending_in_a_newline_is_quoted() -> None:
+    # `$` matches before a final newline: a bare key must match the whole key
+    cases: list[dict[str, object]] = [{"0\n": {}}, {"0\n": False}, {"a\n": [{"b": 1}]}]
+    for data in cases:
+        assert tomllib.loads(dumps(data)) == data
