@@ -19,8 +19,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stackmatrix import _nofollow, layout
-from stackmatrix.bench.phase import SCHEDULE_FILE
-from stackmatrix.bench.workload import WORKLOAD_FILE
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.records import RunRecord
 from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
@@ -93,7 +91,7 @@ def check_agreement(pieces: Sequence[Piece]) -> None:
 def _same_workload(pieces: Sequence[Piece]) -> None:
     digests = {}
     for piece in pieces:
-        wl = piece.run.path / WORKLOAD_FILE
+        wl = piece.run.path / layout.WORKLOAD_JSONL
         if _lexists(wl):
             digests[piece.run.path] = hashlib.sha256(_nofollow.read_bytes(wl)).hexdigest()
     if len(set(digests.values())) > 1:
@@ -179,17 +177,18 @@ def _fill(
 def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
     """Each job ran its own schedule: the merged run keeps every piece's launches,
     piece after piece, with the first piece's order and seed."""
+    name = layout.BENCH_SCHEDULE
     schedules = []
     for piece in pieces:
-        path = piece.run.path / SCHEDULE_FILE
+        path = piece.run.path / name
         if _lexists(path):
             schedules.append(_nofollow.read_json(path))
     if not schedules:
         return
     if not all(isinstance(s, dict) and isinstance(s.get("slots"), list) for s in schedules):
-        raise ResultsError(f"a piece's {SCHEDULE_FILE} is not a schedule (no list of slots)")
+        raise ResultsError(f"a piece's {name} is not a schedule (no list of slots)")
     first = {k: v for k, v in schedules[0].items() if k != "schema_version"}
-    out.write_json(SCHEDULE_FILE, {**first, "slots": [x for s in schedules for x in s["slots"]]})
+    out.write_json(name, {**first, "slots": [x for s in schedules for x in s["slots"]]})
 
 
 def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:

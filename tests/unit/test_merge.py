@@ -199,3 +199,13 @@ def test_any_json_in_a_piece_is_a_merge_or_exit_3(tmp_path_factory, name, key, v
     rc = main(["merge", *map(str, pieces), "--output", str(out)])
     assert rc in (0, 3)
     assert rc == 0 or not out.exists()
+
+
+def test_merge_reads_the_results_layout_not_the_bench() -> None:
+    """File names come from layout.py: merging CI pieces loads none of bench/."""
+    import subprocess
+    import sys
+
+    code = "import sys, stackmatrix.merge; print(sorted(m for m in sys.modules if '.bench' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
