@@ -17,7 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from stackmatrix import _proc
-from stackmatrix.compat import _data, driver, libs, probe, scancache
+from stackmatrix.compat import _data, driver, libs, nvcc, probe, scancache
 from stackmatrix.compat.features import feature_findings
 from stackmatrix.compat.importpath import import_path
 from stackmatrix.compat.inventory import Inventory, read_inventory
@@ -61,6 +61,11 @@ def check_environment(
     findings += _known_bad(inventory, cell_id)
     feature_found, data["features"] = feature_findings(inventory, environment.env, cell_id)
     findings += feature_found
+    data["nvcc"], nvcc_found = nvcc.check(
+        environment.root, site, environment.env, torch_cuda=_torch_cuda(inventory),
+        installed=[d.name for d in inventory.distributions], cell=cell_id,
+    )  # fmt: skip
+    findings += nvcc_found
     data["driver"] = drv
     data["import_path"] = [str(p) for p in site]
     data["probe"] = None

@@ -1,0 +1,216 @@
+"""The nvcc an environment's JIT compilers would use, against torch's CUDA (issue 18).
+
+flashinfer compiles the kernels its cubin package does not ship with nvcc at first
+use, as do torch's cpp_extension and sglang's JIT kernels: an nvcc of another CUDA
+major than torch's builds code against a runtime that torch does not load, and a
+stack without nvcc fails at the first such kernel, on the GPU, long after the build.
+
+nvcc is looked for where those JITs look, inside the environment's own files:
+`$CUDA_HOME/bin/nvcc` (the cell's env), `/usr/local/cuda/bin/nvcc` of an image (the
+NVIDIA images' PATH; not the host's for a venv, which is not part of the cell), and
+NVIDIA's CUDA wheels in site-packages (`nvidia/cu13/bin`, `nvidia/cuda_nvcc/bin`). Its
+version is read from the binary, which carries the banner that `nvcc --version` prints
+("Cuda compilation tools, release 13.0, V13.0.88"), so nothing is executed; a wrapper
+script falls back to the toolkit's version.json.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from stackmatrix.findings import Finding, Severity
+
+__all__ = ["Nvcc", "check", "find_nvcc", "nvcc_findings", "read_version"]
+
+_BANNER = re.compile(rb"Cuda compilation tools, release (\d+\.\d+), V(\d+(?:\.\d+)+)")
+_MAX_LINK_HOPS = 40
+# distributions whose kernels are JIT-compiled with nvcc at first use
+JIT_USERS = ("flashinfer-python", "sglang")
+_WHEEL_DIRS = ("nvidia/cu13", "nvidia/cuda_nvcc")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nvcc:
+    path: str  # as the environment sees it
+    release: str | None  # "13.0"
+    version: str | None  # "13.0.88"
+    source: str  # "binary", "version.json" or "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "release": self.release, "version": self.version,
+                "source": self.source}  # fmt: skip
+
+
+def resolve(root: Path, path: str) -> Path | None:
+    """`path` of the environment as a host path, every symlink on the way followed
+    inside `root` (an image's /usr/local/cuda -> /etc/alternatives/cuda -> ... are
+    absolute links, which must not lead to the host's files)."""
+    parts = [p for p in path.split("/") if p]
+    current = root
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            current = current.parent if current != root else root
+            continue
+        candidate = current / part
+        if candidate.is_symlink():
+            hops += 1
+            if hops > _MAX_LINK_HOPS:
+                return None
+            target = str(candidate.readlink())
+            parts = [p for p in target.split("/") if p] + parts
+            if target.startswith("/"):
+                current = root
+            continue
+        current = candidate
+    return current if current.exists() else None
+
+
+def read_version(binary: Path) -> tuple[str, str] | None:
+    """(release, version) from nvcc's own banner in the binary, or None."""
+    try:
+        with binary.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            m = _BANNER.search(mm)
+            # the match's groups read the mapping: decode them before it is closed
+            return (m.group(1).decode(), m.group(2).decode()) if m else None
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        return None
+
+
+def _from_version_json(toolkit: Path) -> tuple[str, str] | None:
+    try:
+        doc = json.loads((toolkit / "version.json").read_text(encoding="utf-8"))
+        version = str(doc["cuda_nvcc"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return ".".join(version.split(".")[:2]), version
+
+
+def _candidates(root: Path, site_packages: Sequence[Path], env: Mapping[str, str]) -> list[str]:
+    """Environment paths of nvcc, in the order the JITs try them."""
+    out: list[str] = []
+    if env.get("CUDA_HOME"):
+        out.append(env["CUDA_HOME"].rstrip("/") + "/bin/nvcc")
+    if root != Path("/"):
+        out.append("/usr/local/cuda/bin/nvcc")
+    for site in site_packages:
+        for sub in _WHEEL_DIRS:
+            out.append(_env_path(root, site / sub / "bin" / "nvcc"))
+    return out
+
+
+def _env_path(root: Path, host_path: Path) -> str:
+    """A host path under the root as the environment sees it."""
+    try:
+        return "/" + str(host_path.relative_to(root)).lstrip("/")
+    except ValueError:
+        return str(host_path)
+
+
+def find_nvcc(
+    root: Path, site_packages: Sequence[Path], env: Mapping[str, str]
+) -> tuple[Nvcc | None, list[str]]:
+    """The first nvcc found (with its version) and every place looked at."""
+    looked: list[str] = []
+    for path in _candidates(root, site_packages, env):
+        looked.append(path)
+        host = resolve(root, path)
+        if host is None or not host.is_file():
+            continue
+        found, source = read_version(host), "binary"
+        if found is None:
+            found, source = _from_version_json(host.parent.parent), "version.json"
+        if found is None:
+            return Nvcc(path=path, release=None, version=None, source="unknown"), looked
+        return Nvcc(path=path, release=found[0], version=found[1], source=source), looked
+    return None, looked
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def nvcc_findings(
+    nvcc: Nvcc | None,
+    looked: Sequence[str],
+    *,
+    torch_cuda: str | None,
+    jit_users: Iterable[str],
+    cell: str | None,
+) -> list[Finding]:
+    """SM-NVCC-MISSING, SM-NVCC-CUDA-MISMATCH (major), SM-NVCC-CUDA-MINOR; nothing
+    for a CPU torch or an nvcc of torch's CUDA release."""
+    torch_mm = _major_minor(torch_cuda) if torch_cuda else None
+    if torch_mm is None:
+        return []
+    users = sorted(jit_users)
+    if nvcc is None:
+        if not users:
+            return []
+        return [
+            Finding(
+                code="SM-NVCC-MISSING",
+                severity=Severity.WARN,
+                cell=cell,
+                subject="nvcc",
+                message=f"{', '.join(users)} JIT-compile(s) kernels with nvcc at first use, "
+                f"and this environment has none (looked at {', '.join(looked)}); kernels "
+                f"not shipped prebuilt will fail on the GPU: give it a CUDA {torch_cuda} "
+                "toolkit (an nvidia/cuda devel base, or CUDA_HOME pointing at one)",
+                details={"looked": list(looked), "torch_cuda": torch_cuda},
+            )
+        ]
+    nvcc_mm = _major_minor(nvcc.release) if nvcc.release else None
+    if nvcc_mm is None or nvcc_mm == torch_mm:
+        return []
+    what = f"nvcc {nvcc.version} (CUDA {nvcc.release}) at {nvcc.path}"
+    if nvcc_mm[0] != torch_mm[0]:
+        code, severity = "SM-NVCC-CUDA-MISMATCH", Severity.FAIL
+        message = (
+            f"{what} is of another CUDA major than torch's CUDA {torch_cuda}: kernels "
+            "JIT-compiled in this environment are built against a runtime torch does not "
+            f"load; use a CUDA {torch_mm[0]}.x toolkit (base image or CUDA_HOME)"
+        )
+    else:
+        code, severity = "SM-NVCC-CUDA-MINOR", Severity.WARN
+        message = (
+            f"{what} and torch (CUDA {torch_cuda}) differ in the minor version: "
+            "JIT-compiled kernels may need a newer driver, or miss an arch the other "
+            f"release knows; match the toolkit to CUDA {torch_cuda}"
+        )
+    details = {**nvcc.to_dict(), "torch_cuda": torch_cuda}
+    return [Finding(code=code, severity=severity, cell=cell, subject=nvcc.path,
+                    message=message, details=details)]  # fmt: skip
+
+
+def check(
+    root: Path,
+    site_packages: Sequence[Path],
+    env: Mapping[str, str],
+    *,
+    torch_cuda: str | None,
+    installed: Iterable[str],
+    cell: str | None,
+) -> tuple[dict[str, Any], list[Finding]]:
+    """The `nvcc` entry of the check's data and its findings."""
+    nvcc, looked = find_nvcc(root, site_packages, env)
+    names = set(installed)
+    users = [u for u in JIT_USERS if u in names]
+    # a partial toolkit: PyPI's CUDA 12 compiler wheel has ptxas but no nvcc
+    ptxas = [p for p in (n.removesuffix("nvcc") + "ptxas" for n in looked) if resolve(root, p)]
+    data = {"found": nvcc.to_dict() if nvcc else None, "looked": looked,
+            "ptxas": ptxas, "torch_cuda": torch_cuda}  # fmt: skip
+    found = nvcc_findings(nvcc, looked, torch_cuda=torch_cuda, jit_users=users, cell=cell)
+    if nvcc is None and ptxas and found:
+        f = found[0]
+        found = [replace(f, message=f"{f.message} (only ptxas is there: {', '.join(ptxas)})",
+                         details={**f.details, "ptxas": ptxas})]  # fmt: skip
+    return data, found
