@@ -2,7 +2,7 @@
 
 It reports the launch-to-launch and within-launch variation of the headline metric
 and the smallest change a verdict could detect with K launches per cell (the power
-calculation is in stackmatrix.report.stats and described in docs/report.md).
+calculation is in stackmatrix.report.power and described in docs/report.md).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def launch_values(bench_data: dict[str, Any], metric: str) -> list[list[float]]:
 
 def calibrate_main(args: argparse.Namespace) -> int:
     from stackmatrix._console import Console
-    from stackmatrix.report.stats import calibrate
+    from stackmatrix.report.power import calibrate
 
     spec = load_spec(args.spec)
     if spec.bench is None:

@@ -12,7 +12,8 @@ from typing import Any
 from stackmatrix import __version__
 from stackmatrix.findings import Finding
 from stackmatrix.report import drift as drift_mod
-from stackmatrix.report.stats import Calibration, Comparison, Interval, Thresholds, Verdict
+from stackmatrix.report.power import Calibration
+from stackmatrix.report.stats import Comparison, Interval, Thresholds, Verdict
 from stackmatrix.results import Status
 
 SCHEMA_VERSION = 1

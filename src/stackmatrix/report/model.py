@@ -29,12 +29,11 @@ from stackmatrix.report.matrix import (
     PhaseSummary,
     PointRow,
 )
+from stackmatrix.report.power import Calibration, calibrate
 from stackmatrix.report.stats import (
-    Calibration,
     Comparison,
     Thresholds,
     Verdict,
-    calibrate,
     compare,
     higher_is_better,
     interval,
