@@ -1,5 +1,5 @@
-"""Typed records of the results directory's JSON: run.json and the bench phase's data
-(its launches, their rounds and load points), issue 14 step 1.
+"""Typed records of the results directory's JSON: run.json and the phases' data (build,
+check, and the bench's launches, their rounds and load points), issue 14 step 1.
 
 `from_dict` reads what stackmatrix writes today and what it wrote before (bench.json
 files of earlier versions lack keys; warm-up launches are indexed "W1"): a missing key
@@ -23,6 +23,8 @@ from stackmatrix.results import SCHEMA_VERSION, RunDir
 __all__ = [
     "SCHEMA_VERSION",
     "BenchData",
+    "BuildData",
+    "CheckData",
     "LaunchRecord",
     "PointInfo",
     "PointRun",
@@ -283,6 +285,73 @@ class BenchData:
             "effective_config": self.effective_config,
             "summary": self.summary,
             "points": {k: p.to_dict() for k, p in self.points.items()} or None,
+        }) | self.extra  # fmt: skip
+
+
+# ------------------------------------------------------------------ build.json, check.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildData:
+    """build.json's `data`: the environment built (backend, interpreter, prefix, env) and
+    its resolved lock, one {name, version, source, requested} per package."""
+
+    environment: _Dict | None = None
+    lock: tuple[_Dict, ...] | None = None
+    lock_digest: str | None = None
+    python_version: str | None = None  # results of earlier versions
+    extra: _Dict = field(default_factory=dict)  # reused, content_hash, timings...
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> BuildData:
+        lock = raw.get("lock")
+        return cls(
+            environment=_maybe_obj(raw.get("environment")),
+            lock=tuple(_objs(lock)) if isinstance(lock, list) else None,
+            lock_digest=_str(raw.get("lock_digest")),
+            python_version=_str(raw.get("python_version")),
+            extra=_extra(raw, cls),
+        )
+
+    def to_dict(self) -> _Dict:
+        return _present({
+            "environment": self.environment,
+            "lock": list(self.lock) if self.lock is not None else None,
+            "lock_digest": self.lock_digest,
+            "python_version": self.python_version,
+        }) | self.extra  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckData:
+    """check.json's `data`: the verdict, each target's coverage and what the runtime
+    probe and the driver said (the check's inventory and analyses stay in `extra`)."""
+
+    verdict: str | None = None
+    target_summary: _Dict | None = None  # target -> native | ptx | none | n/a
+    probe: _Dict | None = None
+    driver: _Dict | None = None
+    timing: _Dict | None = None  # "static_scan": "hit" when the scan came from the cache
+    extra: _Dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> CheckData:
+        return cls(
+            verdict=_str(raw.get("verdict")),
+            target_summary=_maybe_obj(raw.get("target_summary")),
+            probe=_maybe_obj(raw.get("probe")),
+            driver=_maybe_obj(raw.get("driver")),
+            timing=_maybe_obj(raw.get("timing")),
+            extra=_extra(raw, cls),
+        )
+
+    def to_dict(self) -> _Dict:
+        return _present({
+            "verdict": self.verdict,
+            "target_summary": self.target_summary,
+            "probe": self.probe,
+            "driver": self.driver,
+            "timing": self.timing,
         }) | self.extra  # fmt: skip
 
 

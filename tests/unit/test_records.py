@@ -9,11 +9,21 @@ from typing import Any
 
 import pytest
 
-from stackmatrix.records import BenchData, LaunchRecord, RoundRecord, RunRecord
+from stackmatrix.records import (
+    BenchData,
+    BuildData,
+    CheckData,
+    LaunchRecord,
+    RoundRecord,
+    RunRecord,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
 BENCH_FILES = sorted(EXAMPLES.glob("**/cells/*/bench.json"))
 RUN_FILES = sorted(EXAMPLES.glob("**/run.json"))
+PHASE_FILES = sorted(EXAMPLES.glob("**/cells/*/build.json")) + sorted(
+    EXAMPLES.glob("**/cells/*/check.json")
+)
 
 
 def _load(path: Path) -> Any:
@@ -28,6 +38,24 @@ def test_the_examples_are_there() -> None:
 def test_every_example_bench_json_round_trips(path: Path) -> None:
     data = _load(path)["data"]
     assert BenchData.from_dict(data).to_dict() == data
+
+
+@pytest.mark.parametrize("path", PHASE_FILES, ids=lambda p: str(p.relative_to(EXAMPLES)))
+def test_every_example_build_and_check_json_round_trips(path: Path) -> None:
+    data = _load(path)["data"]
+    record = BuildData if path.name == "build.json" else CheckData
+    assert record.from_dict(data).to_dict() == data
+
+
+def test_build_and_check_data_read_what_the_report_needs() -> None:
+    build = BuildData.from_dict(
+        {"environment": {"prefix": "/e"}, "lock": [{"name": "torch"}, 3], "lock_digest": None}
+    )
+    assert build.environment == {"prefix": "/e"} and build.lock == ({"name": "torch"},)
+    assert build.lock_digest is None and BuildData.from_dict({}).lock is None
+    check = CheckData.from_dict({"verdict": "compatible", "timing": {"static_scan": "hit"}})
+    assert check.verdict == "compatible" and check.timing == {"static_scan": "hit"}
+    assert check.probe is None and check.target_summary is None
 
 
 @pytest.mark.parametrize("path", RUN_FILES, ids=lambda p: str(p.relative_to(EXAMPLES)))

@@ -17,6 +17,7 @@ from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.rundir import history_db
 from stackmatrix.pipeline.runner import bind, describe, digest, in_parallel, reusable, run_phase
 from stackmatrix.plan import PlannedCell
+from stackmatrix.records import BuildData, CheckData
 from stackmatrix.results import CellDir, PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Spec
 
@@ -49,7 +50,7 @@ def build_phase(
 
 
 def _env_still_there(result: PhaseResult) -> bool:
-    env = result.data.get("environment")
+    env = BuildData.from_dict(result.data).environment
     if not env:
         return False
     prefix = env.get("prefix")
@@ -94,8 +95,11 @@ def environments(run: RunDir, cell_ids: Sequence[str], spec: Spec) -> dict[str, 
     cells = {c.id: c for c in spec.cells}
     for cid in cell_ids:
         result = run.cell(cid).read("build")
-        if result is not None and result.status is Status.OK and result.data.get("environment"):
-            env = Environment.from_dict(result.data["environment"])
+        if result is None or result.status is not Status.OK:
+            continue
+        environment = BuildData.from_dict(result.data).environment
+        if environment:
+            env = Environment.from_dict(environment)
             out[cid] = _with_secrets(env, dict(cells[cid].env) if cid in cells else {})
     return out
 
@@ -124,7 +128,7 @@ def _check_cell(
 ) -> PhaseResult:
     cell_dir = run.cell(pc.cell.id)
     build = cell_dir.read("build")
-    lock = build.data.get("lock_digest") if build else None
+    lock = BuildData.from_dict(build.data).lock_digest if build else None
     inputs = digest([pc.content_hash, lock, list(opts.spec.targets), opts.spec.driver, __version__])
     old = reusable(cell_dir, "check", inputs) if opts.resume else None
     if old is not None:
@@ -141,7 +145,7 @@ def _check_cell(
 
 
 def _scan_note(result: PhaseResult) -> str:
-    timing = result.data.get("timing") or {}
+    timing = CheckData.from_dict(result.data).timing or {}
     return " (static scan cached)" if timing.get("static_scan") == "hit" else ""
 
 

@@ -89,14 +89,14 @@ def _compat(cell: CellResults) -> str:
         return "not checked"
     if check.status is not Status.OK:
         return f"check {check.status.value}"
-    verdict = check.data.get("verdict")
+    verdict = cell.check.verdict
     if verdict is None and any(f.severity is Severity.FAIL for f in check.findings):
         return "incompatible"
-    return str(verdict or "unknown")
+    return verdict or "unknown"
 
 
 def _targets(cell: CellResults, targets: Sequence[str]) -> dict[str, str]:
-    summary = cell.data("check").get("target_summary") or {}
+    summary = cell.check.target_summary or {}
     return {t: str(summary.get(t, "unknown")) for t in targets}
 
 
@@ -166,17 +166,13 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 
 def _versions(cell: CellResults) -> dict[str, str]:
-    build, bench, check = cell.data("build"), cell.bench, cell.data("check")
+    build, bench, probe = cell.build, cell.bench, cell.check.probe or {}
     out: dict[str, str] = {}
-    if build.get("python_version"):
-        out["python"] = str(build["python_version"])
-    lock = {
-        str(p.get("name", "")).lower(): str(p.get("version", "")) for p in build.get("lock") or []
-    }
+    if build.python_version:
+        out["python"] = build.python_version
+    lock = {str(p.get("name", "")).lower(): str(p.get("version", "")) for p in build.lock or ()}
     out |= {name: lock[name] for name in _KEY_PACKAGES if name in lock}
-    probe = check.get("probe") or {}
-    if isinstance(probe, dict):
-        out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if probe.get(k)}
+    out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if probe.get(k)}
     if bench.engine_version:
         out["engine"] = f"{bench.engine or ''} {bench.engine_version}".strip()
     return out

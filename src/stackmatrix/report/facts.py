@@ -75,7 +75,7 @@ def collect(cell: CellResults, patterns: Sequence[LogPattern]) -> CellFacts:
 
 
 def _lock_facts(cell: CellResults) -> list[Fact]:
-    build = cell.data("build")
+    build = cell.build
     out = [
         Fact(
             key=package_key(str(p["name"])),
@@ -83,11 +83,11 @@ def _lock_facts(cell: CellResults) -> list[Fact]:
             source="lock",
             detail=str(p.get("source") or "") or None,
         )
-        for p in build.get("lock") or []
-        if isinstance(p, dict) and p.get("name")
+        for p in build.lock or ()
+        if p.get("name")
     ]
-    if build.get("python_version"):
-        out.append(Fact(key="python", value=str(build["python_version"]), source="lock"))
+    if build.python_version:
+        out.append(Fact(key="python", value=build.python_version, source="lock"))
     return out
 
 
@@ -98,17 +98,17 @@ def _package_value(p: dict[str, Any]) -> str:
 
 
 def _probe_facts(cell: CellResults) -> list[Fact]:
-    check = cell.data("check")
+    check = cell.check
     out: list[Fact] = []
-    probe = check.get("probe")
-    if isinstance(probe, dict):
+    probe = check.probe
+    if probe is not None:
         out += [
             Fact(key=f"probe:{k}", value=v, source="probe")
             for k, v in _flatten(probe, skip=("env",))
         ]
         out += _env_from(probe.get("env"))
-    driver = check.get("driver")
-    if isinstance(driver, dict):
+    driver = check.driver
+    if driver is not None:
         out += [Fact(key=f"driver:{k}", value=v, source="probe") for k, v in _flatten(driver)]
     return out
 
@@ -151,7 +151,7 @@ def _server_facts(cell: CellResults) -> list[Fact]:
 
 
 def _env_facts(cell: CellResults) -> list[Fact]:
-    environment = cell.data("build").get("environment") or {}
+    environment = cell.build.environment or {}
     return _env_from(environment.get("env")) + _env_from(cell.definition.get("env"))
 
 

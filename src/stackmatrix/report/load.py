@@ -20,7 +20,7 @@ from stackmatrix import _nofollow, _shapes, layout
 from stackmatrix._secrets import REDACTED, is_secret_name, redact, redact_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
-from stackmatrix.records import BenchData, PointInfo, RunRecord
+from stackmatrix.records import BenchData, BuildData, CheckData, PointInfo, RunRecord
 from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,16 @@ class CellResults:
             name == "bench" and result.status is Status.INTERRUPTED
         )
         return result.data if usable else {}
+
+    @cached_property
+    def build(self) -> BuildData:
+        """The build phase's data, typed (empty when the phase is not usable)."""
+        return BuildData.from_dict(self.data("build"))
+
+    @cached_property
+    def check(self) -> CheckData:
+        """The check phase's data, typed (empty when the phase is not usable)."""
+        return CheckData.from_dict(self.data("check"))
 
     @cached_property
     def bench(self) -> BenchData:
