@@ -1,0 +1,37 @@
+"""Typed records of the results directory's JSON: run.json and the phases' data (build,
+check, and the bench's launches, their rounds and load points), issue 14 step 1.
+
+`from_dict` reads what stackmatrix writes today and what it wrote before (bench.json
+files of earlier versions lack keys; warm-up launches are indexed "W1"): a missing key
+or a null is the field's default, never an error, because the report must still load
+old results. Where the file is read, `_shapes` has already refused values of the wrong
+type; `from_dict` still keeps what does not fit out of the typed fields. Keys no field
+names travel in `extra`, so `to_dict` gives back what was read.
+
+bench/phase.py still builds these records as dicts of the same shape; its writer can
+switch to `LaunchRecord`/`RoundRecord` later without changing a byte of bench.json.
+
+    run       RunRecord, ReportPolicy            bench   BenchData, LaunchRecord, RoundRecord,
+    phases    BuildData, CheckData                       PointRun, PointInfo
+    _read     JSON values into typed fields
+"""
+
+from __future__ import annotations
+
+from stackmatrix.records.bench import BenchData, LaunchRecord, PointInfo, PointRun, RoundRecord
+from stackmatrix.records.phases import BuildData, CheckData
+from stackmatrix.records.run import ReportPolicy, RunRecord
+from stackmatrix.results import SCHEMA_VERSION
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "BenchData",
+    "BuildData",
+    "CheckData",
+    "LaunchRecord",
+    "PointInfo",
+    "PointRun",
+    "ReportPolicy",
+    "RoundRecord",
+    "RunRecord",
+]

@@ -1,0 +1,226 @@
+"""bench.json's data: the cell's launches (measured and warm-up), their rounds and load
+points, and what the engine said it ran."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmatrix.records._read import (
+    Obj,
+    extra_keys,
+    integer,
+    maybe_obj,
+    number,
+    obj,
+    objs,
+    present,
+    string,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundRecord:
+    """One measured round: its figures and the file of its request records."""
+
+    index: int | None = None
+    metrics: Obj = field(default_factory=dict)
+    requests_file: str | None = None
+    warmup_errors: int | None = None
+    extra: Obj = field(default_factory=dict)
+
+    def metric(self, name: str) -> float | None:
+        return number(self.metrics.get(name))
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RoundRecord:
+        return cls(
+            index=integer(raw.get("index")),
+            metrics=obj(raw.get("metrics")),
+            requests_file=string(raw.get("requests_file")),
+            warmup_errors=integer(raw.get("warmup_errors")),
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        return present({
+            "index": self.index,
+            "metrics": self.metrics,
+            "requests_file": self.requests_file,
+            "warmup_errors": self.warmup_errors,
+        }) | self.extra  # fmt: skip
+
+
+def _rounds(value: Any) -> tuple[RoundRecord, ...]:
+    return tuple(RoundRecord.from_dict(r) for r in objs(value))
+
+
+def _values(rounds: tuple[RoundRecord, ...], metric: str) -> list[float]:
+    return [v for v in (r.metric(metric) for r in rounds) if v is not None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointRun:
+    """A load point (`[[bench.points]]`) in one launch: its rounds on that server."""
+
+    rounds: tuple[RoundRecord, ...] = ()
+    summary: Obj | None = None
+    extra: Obj = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> PointRun:
+        return cls(
+            rounds=_rounds(raw.get("rounds")),
+            summary=maybe_obj(raw.get("summary")),
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        rounds = [r.to_dict() for r in self.rounds]
+        return present({"rounds": rounds, "summary": self.summary}) | self.extra
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchRecord:
+    """One server launch: measured (index 1, 2, ...) or a warm-up ("W1", ...).
+
+    `status` is None where an old file has none: such a launch ran to the end."""
+
+    index: int | str | None = None
+    status: str | None = None
+    code: str | None = None
+    message: str | None = None
+    env_facts: Obj = field(default_factory=dict)
+    rounds: tuple[RoundRecord, ...] = ()
+    points: dict[str, PointRun] | None = None
+    summary: Obj | None = None
+    effective_config: Obj | None = None
+    extra: Obj = field(default_factory=dict)  # sequence, started, finished, teardown...
+
+    @property
+    def ok(self) -> bool:
+        return (self.status or "ok") == "ok"
+
+    def values(self, metric: str, point: str | None = None) -> list[float]:
+        """The rounds' values of `metric`: the headline workload's, or load point
+        `point`'s; rounds without the metric are left out."""
+        if point is None:
+            return _values(self.rounds, metric)
+        run = (self.points or {}).get(point)
+        return _values(run.rounds, metric) if run is not None else []
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> LaunchRecord:
+        index = raw.get("index")
+        points = raw.get("points")
+        return cls(
+            index=index if isinstance(index, str) else integer(index),
+            status=string(raw.get("status")),
+            code=string(raw.get("code")),
+            message=string(raw.get("message")),
+            env_facts=obj(raw.get("env_facts")),
+            rounds=_rounds(raw.get("rounds")),
+            points=(
+                {str(k): PointRun.from_dict(obj(v)) for k, v in points.items()}
+                if isinstance(points, dict)
+                else None
+            ),
+            summary=maybe_obj(raw.get("summary")),
+            effective_config=maybe_obj(raw.get("effective_config")),
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        points = (
+            {k: p.to_dict() for k, p in self.points.items()} if self.points is not None else None
+        )
+        return present({
+            "index": self.index,
+            "status": self.status,
+            "code": self.code,
+            "message": self.message,
+            "env_facts": self.env_facts,
+            "rounds": [r.to_dict() for r in self.rounds],
+            "points": points,
+            "summary": self.summary,
+            "effective_config": self.effective_config,
+        }) | self.extra  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointInfo:
+    """What bench.json says of a load point for the whole cell."""
+
+    metric: str | None = None
+    max_concurrency: int | None = None
+    num_prompts: int | None = None
+    summary: Obj | None = None
+    extra: Obj = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> PointInfo:
+        return cls(
+            metric=string(raw.get("metric")),
+            max_concurrency=integer(raw.get("max_concurrency")),
+            num_prompts=integer(raw.get("num_prompts")),
+            summary=maybe_obj(raw.get("summary")),
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        return present({
+            "metric": self.metric,
+            "max_concurrency": self.max_concurrency,
+            "num_prompts": self.num_prompts,
+            "summary": self.summary,
+        }) | self.extra  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchData:
+    """bench.json's `data`: the cell's launches and what the engine said it ran."""
+
+    engine: str | None = None
+    engine_version: str | None = None
+    launches: tuple[LaunchRecord, ...] = ()
+    warmup_launches: tuple[LaunchRecord, ...] = ()
+    effective_config: Obj | None = None
+    summary: Obj | None = None
+    points: dict[str, PointInfo] = field(default_factory=dict)
+    extra: Obj = field(default_factory=dict)  # workload_hash, server_info, order...
+
+    def completed_values(self, metric: str, point: str | None = None) -> list[list[float]]:
+        """Round values of `metric`, one list per launch that ran to the end (possibly
+        empty): the samples every verdict is computed from."""
+        return [launch.values(metric, point) for launch in self.launches if launch.ok]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> BenchData:
+        def launches(key: str) -> tuple[LaunchRecord, ...]:
+            return tuple(LaunchRecord.from_dict(x) for x in objs(raw.get(key)))
+
+        return cls(
+            engine=string(raw.get("engine")),
+            engine_version=string(raw.get("engine_version")),
+            launches=launches("launches"),
+            warmup_launches=launches("warmup_launches"),
+            effective_config=maybe_obj(raw.get("effective_config")),
+            summary=maybe_obj(raw.get("summary")),
+            points={str(k): PointInfo.from_dict(obj(v)) for k, v in obj(raw.get("points")).items()},
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        def launches(records: tuple[LaunchRecord, ...]) -> list[Obj] | None:
+            return [x.to_dict() for x in records] if records else None
+
+        return present({
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "launches": launches(self.launches),
+            "warmup_launches": launches(self.warmup_launches),
+            "effective_config": self.effective_config,
+            "summary": self.summary,
+            "points": {k: p.to_dict() for k, p in self.points.items()} or None,
+        }) | self.extra  # fmt: skip

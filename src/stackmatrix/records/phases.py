@@ -1,0 +1,80 @@
+"""build.json's and check.json's data, as far as later phases and the report read them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmatrix.records._read import (
+    Obj,
+    extra_keys,
+    maybe_obj,
+    objs,
+    present,
+    string,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildData:
+    """build.json's `data`: the environment built (backend, interpreter, prefix, env) and
+    its resolved lock, one {name, version, source, requested} per package."""
+
+    environment: Obj | None = None
+    lock: tuple[Obj, ...] | None = None
+    lock_digest: str | None = None
+    python_version: str | None = None  # results of earlier versions
+    extra: Obj = field(default_factory=dict)  # reused, content_hash, timings...
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> BuildData:
+        lock = raw.get("lock")
+        return cls(
+            environment=maybe_obj(raw.get("environment")),
+            lock=tuple(objs(lock)) if isinstance(lock, list) else None,
+            lock_digest=string(raw.get("lock_digest")),
+            python_version=string(raw.get("python_version")),
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        return present({
+            "environment": self.environment,
+            "lock": list(self.lock) if self.lock is not None else None,
+            "lock_digest": self.lock_digest,
+            "python_version": self.python_version,
+        }) | self.extra  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckData:
+    """check.json's `data`: the verdict, each target's coverage and what the runtime
+    probe and the driver said (the check's inventory and analyses stay in `extra`)."""
+
+    verdict: str | None = None
+    target_summary: Obj | None = None  # target -> native | ptx | none | n/a
+    probe: Obj | None = None
+    driver: Obj | None = None
+    timing: Obj | None = None  # "static_scan": "hit" when the scan came from the cache
+    extra: Obj = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> CheckData:
+        return cls(
+            verdict=string(raw.get("verdict")),
+            target_summary=maybe_obj(raw.get("target_summary")),
+            probe=maybe_obj(raw.get("probe")),
+            driver=maybe_obj(raw.get("driver")),
+            timing=maybe_obj(raw.get("timing")),
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        return present({
+            "verdict": self.verdict,
+            "target_summary": self.target_summary,
+            "probe": self.probe,
+            "driver": self.driver,
+            "timing": self.timing,
+        }) | self.extra  # fmt: skip

@@ -1,0 +1,126 @@
+"""run.json: what was run, by which stackmatrix, when; merge adds where it came from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from stackmatrix.records._read import (
+    Obj,
+    extra_keys,
+    integer,
+    obj,
+    real,
+    string,
+)
+from stackmatrix.results import RunDir
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportPolicy:
+    """run.json's `report`: how the spec's [report] asked to judge the cells."""
+
+    headline: str | None = None
+    confidence: float | None = None
+    min_effect: float | None = None
+    fail_on: tuple[str, ...] = ()
+    extra: Obj = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ReportPolicy:
+        fail_on = raw.get("fail_on")
+        return cls(
+            headline=string(raw.get("headline")),
+            confidence=real(raw.get("confidence")),
+            min_effect=real(raw.get("min_effect")),
+            fail_on=tuple(str(x) for x in fail_on) if isinstance(fail_on, list) else (),
+            extra=extra_keys(raw, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        return {
+            "headline": self.headline,
+            "confidence": self.confidence,
+            "min_effect": self.min_effect,
+            "fail_on": list(self.fail_on),
+        } | self.extra
+
+
+# written by every run (null when unknown); the others only when they apply
+_RUN_ALWAYS = (
+    "spec_name", "spec_path", "spec_hash", "baseline", "targets", "driver", "cells",
+    "order", "order_seed", "created", "updated", "stackmatrix_version", "run_id", "argv",
+    "report",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """run.json: what was run (the spec, its cells, the order, the report policy), by
+    which stackmatrix, when; `merge` adds where the pieces came from."""
+
+    spec_name: str = ""
+    spec_path: str | None = None
+    spec_hash: str = ""
+    baseline: str = ""
+    targets: tuple[str, ...] = ()
+    driver: str | None = None
+    cells: tuple[str, ...] = ()
+    order: str = ""
+    order_seed: int | None = None
+    created: str = ""
+    updated: str | None = None
+    stackmatrix_version: str | None = None
+    run_id: str | None = None
+    argv: tuple[str, ...] = ()
+    report: ReportPolicy = field(default_factory=ReportPolicy)
+    finished: str | None = None  # set when the invocation's phases ended
+    synthetic: str | None = None  # a note: the results are made up (examples, tests)
+    merged_from: tuple[str, ...] | None = None  # set by `stackmatrix merge`
+    merge_skipped: tuple[str, ...] | None = None
+    extra: Obj = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, run: RunDir) -> RunRecord:
+        """RUN/run.json; raises ResultsError when it is absent or of the wrong shape."""
+        return cls.from_dict(run.read_run())
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RunRecord:
+        def strs(key: str) -> tuple[str, ...]:
+            value = raw.get(key)
+            return tuple(str(x) for x in value) if isinstance(value, list) else ()
+
+        def maybe_strs(key: str) -> tuple[str, ...] | None:
+            return strs(key) if isinstance(raw.get(key), list) else None
+
+        return cls(
+            spec_name=str(raw.get("spec_name", "")),
+            spec_path=string(raw.get("spec_path")),
+            spec_hash=str(raw.get("spec_hash", "")),
+            baseline=str(raw.get("baseline", "")),
+            targets=strs("targets"),
+            driver=string(raw.get("driver")),
+            cells=strs("cells"),
+            order=str(raw.get("order", "")),
+            order_seed=integer(raw.get("order_seed")),
+            created=str(raw.get("created", "")),
+            updated=string(raw.get("updated")),
+            stackmatrix_version=string(raw.get("stackmatrix_version")),
+            run_id=string(raw.get("run_id")),
+            argv=strs("argv"),
+            report=ReportPolicy.from_dict(obj(raw.get("report"))),
+            finished=string(raw.get("finished")),
+            synthetic=string(raw.get("synthetic")),
+            merged_from=maybe_strs("merged_from"),
+            merge_skipped=maybe_strs("merge_skipped"),
+            extra=extra_keys({k: v for k, v in raw.items() if k != "schema_version"}, cls),
+        )
+
+    def to_dict(self) -> Obj:
+        """run.json as `RunDir.write_json` writes it (it adds the schema version)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        values["report"] = self.report.to_dict()
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return {k: v for k, v in out.items() if k in _RUN_ALWAYS or v is not None} | self.extra
