@@ -41,6 +41,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from stackmatrix.bench._workers import auto_workers
 from stackmatrix.bench.client import ClientOptions, RoundOutcome, run_round, worker_count
 from stackmatrix.bench.metrics import percentile, round_metrics
 from stackmatrix.bench.server import free_port, port_in_use
@@ -159,7 +160,9 @@ def timing(args: argparse.Namespace) -> int:
             assert conn.recv() == "ready"
         while not port_in_use(port):
             time.sleep(0.05)
-        counts = [1] if args.workers <= 1 else [1, args.workers]
+        os.sched_setaffinity(0, set(client_cores))
+        workers = auto_workers(args.streams) if args.workers == "auto" else int(args.workers)
+        counts = [1] if workers <= 1 else [1, workers]
         reports: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
         for _ in range(args.repeat):
             for n in counts:
@@ -175,6 +178,10 @@ def timing(args: argparse.Namespace) -> int:
                 proc.terminate()
                 proc.join(10)
     return _print_timing(args, reports)
+
+
+def _workers_arg(text: str) -> int | str:
+    return text if text == "auto" else int(text)
 
 
 def _raise_fd_limit() -> None:
@@ -203,21 +210,23 @@ def _print_timing(args: argparse.Namespace, reports: dict[int, list[dict[str, An
         and one["itl_abs_err_us"]["p50"] <= max(0.01 * gap_us, 50)
         and one["ttft_abs_err_us"]["p50"] <= max(0.01 * first_us, 50)
     )
+    compared = " (for comparison)" if len(summaries) > 1 else ""
     print(("PASS" if ok else "FAIL") + " (in-process client: >= 20,000 tokens/s, >= 200 "
-          "streams, median TTFT and gap errors within 1% or 50 us)")  # fmt: skip
-    if args.workers > 1:
-        many = summaries[args.workers]
-        goal = (
-            many["tokens_per_s"] >= 100_000
-            and args.streams >= 2000
-            and many["ttft_within_1pct_or_50us"] >= 0.99
-            and many["itl_within_1pct_or_50us"] >= 0.99
-        )
-        verdict = "PASS" if goal else "FAIL"
-        print(f"{verdict} (issue 17, {args.workers} workers: >= 100,000 tokens/s at >= "
-              "2,000 streams, >= 99% of TTFTs and gaps within 1% or 50 us)")  # fmt: skip
-        ok = ok and goal
-    return 0 if ok else 1
+          f"streams, median TTFT and gap errors within 1% or 50 us){compared}")  # fmt: skip
+    if len(summaries) == 1:
+        return 0 if ok else 1
+    # with workers, theirs is the verdict: issue 17's goal at >= 2,000 streams, and at
+    # fewer the accuracy the in-process client has at 200
+    n, many = list(summaries.items())[-1]
+    accurate = min(many["ttft_within_1pct_or_50us"], many["itl_within_1pct_or_50us"]) >= 0.99
+    if args.streams >= 2000:
+        goal = accurate and many["tokens_per_s"] >= 100_000
+        what = ">= 100,000 tokens/s at >= 2,000 streams, >= 99% of TTFTs and gaps within"
+    else:
+        goal, what = accurate, ">= 99% of TTFTs and gaps within"
+    verdict = "PASS" if goal else "FAIL"
+    print(f"{verdict} (issue 17, {n} workers: {what} 1% or 50 us)")
+    return 0 if goal else 1
 
 
 def _table(summaries: dict[int, dict[str, Any]]) -> str:
@@ -228,7 +237,8 @@ def _table(summaries: dict[int, dict[str, Any]]) -> str:
     ]
     for n, s in summaries.items():
         rows.append(
-            f"| {n} (used {s['client_workers']}) | {s['streams']} | {s['tokens_per_s']:,.0f} "
+            f"| {n} (used {s['client_workers']:.0f}) | {s['streams']:.0f} "
+            f"| {s['tokens_per_s']:,.0f} "
             f"| {s['client_cpu_share_max']:.0%} / {s['client_cpu_share_of_core']:.0%} "
             f"| {s['client_us_per_token']:.1f} us "
             f"| {s['ttft_within_1pct_or_50us']:.2%} | {s['itl_within_1pct_or_50us']:.2%} "
@@ -269,6 +279,7 @@ def _measure_timing(
         request_timeout_s=600.0,
     )
     load_before = os.getloadavg()[0]
+    called = time.perf_counter()
     outcome = run_round(reqs, opts)
     load_after = os.getloadavg()[0]
     truth = _truth(conns)
@@ -294,6 +305,9 @@ def _measure_timing(
         "client_cpu_share_of_core": round(outcome.cpu_s / outcome.duration_s, 3),
         "client_cpu_share_max": round(max(shares), 3),
         "client_us_per_token": round(outcome.cpu_s / tokens * 1e6, 2),
+        "client_cpu_shares": [round(x, 3) for x in shares],
+        # from the call to the round's start: starting the workers (0 in-process)
+        "client_start_s": round(max(0.0, outcome.t0 - called), 3),
         "ttft_abs_err_us": _pcts([e for e, _ in ttft], 1e6),
         "ttft_rel_err_pct": _pcts([e / t for e, t in ttft], 100),
         "ttft_within_1pct_or_50us": _within(ttft),
@@ -351,6 +365,8 @@ def _median_report(reports: list[dict[str, Any]]) -> dict[str, Any]:
             out[key] = {k: statistics.median(r[key][k] for r in reports) for k in value}
         elif isinstance(value, int | float) and not isinstance(value, bool):
             out[key] = statistics.median(r[key] for r in reports)
+        elif key == "client_cpu_shares":  # each worker's on its own
+            out[key] = [statistics.median(x) for x in zip(*(r[key] for r in reports), strict=True)]
         else:
             out[key] = value
     return out
@@ -375,8 +391,8 @@ def main(argv: list[str]) -> int:
     t.add_argument("--first-ms", type=float, default=50.0)
     t.add_argument("--lockstep", action="store_true", help="all streams tick together")
     t.add_argument("--repeat", type=int, default=3, help="runs; the median is the result")
-    t.add_argument("--workers", type=int, default=1,
-                   help="also measure the client with N worker processes too")  # fmt: skip
+    t.add_argument("--workers", type=_workers_arg, default=1,
+                   help='also measure the client with N worker processes (or "auto")')  # fmt: skip
     t.add_argument("--server-procs", type=int, default=1,
                    help="server processes (one port, each on its own core)")  # fmt: skip
     c = sub.add_parser("crosscheck")

@@ -46,9 +46,11 @@ from stackmatrix.bench.client import (
 )
 from stackmatrix.bench.workload import BenchRequest
 
-# Streams one worker is given by `client_workers = "auto"`: 200 streams of one token
-# per 8 ms each took 40% of a core on the GPU host (docs/bench.md).
-AUTO_STREAMS_PER_WORKER = 200
+# Streams one worker is given by `client_workers = "auto"`. On the GPU host a worker
+# spends 28-49 us of CPU per token (the in-process client 16-22: spread over cores, each
+# loop wakes for fewer chunks at a time), so 128 streams of ~60-80 tokens/s each keep
+# it near half a core (docs/bench.md, "Worker processes").
+AUTO_STREAMS_PER_WORKER = 128
 # time between the last worker saying it is ready and the round's start: every worker
 # is then waiting for t0, so none starts late
 START_MARGIN_S = 0.05
