@@ -1,6 +1,7 @@
 """The results directory: one per run, one subdirectory per cell, one JSON per phase.
 
-Layout (see docs/results.md for every field)::
+Layout (layout.py names every file, docs/architecture.md shows the whole tree, and
+stackmatrix.records types what run.json and the phases' data hold)::
 
     RUN/run.json                 what was run (spec name + hash, cells, order)
     RUN/spec.toml                the spec, byte for byte

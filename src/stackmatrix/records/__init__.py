@@ -9,7 +9,7 @@ type; `from_dict` still keeps what does not fit out of the typed fields. Keys no
 names travel in `extra`, so `to_dict` gives back what was read.
 
 bench/phase.py still builds these records as dicts of the same shape; its writer can
-switch to `LaunchRecord`/`RoundRecord` later without changing a byte of bench.json.
+switch to `LaunchRecord`/`RoundRecord` later: they give back every key it writes.
 
     run       RunRecord, ReportPolicy            bench   BenchData, LaunchRecord, RoundRecord,
     phases    BuildData, CheckData                       PointRun, PointInfo
