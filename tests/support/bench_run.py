@@ -1,5 +1,6 @@
 """A stackmatrix bench of one cell against the fake engine, under the pipeline's
-signal handling, for fault injection (`python bench_run.py RUN_DIR FAKE_ENGINE`).
+signal handling, for fault injection (`python bench_run.py RUN_DIR FAKE_ENGINE
+[CLIENT_WORKERS]`).
 
 Prints each progress line; exits 0, or 128 + the signal that stopped it, as the CLI.
 """
@@ -18,7 +19,7 @@ from stackmatrix.results import RunDir
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 
 
-def main(run_dir: Path, fake: Path) -> int:
+def main(run_dir: Path, fake: Path, workers: int = 1) -> int:
     # as in a terminal session: a test run under nohup would pass SIGHUP on ignored
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     spec = Spec(
@@ -32,6 +33,7 @@ def main(run_dir: Path, fake: Path) -> int:
             launches=1,
             rounds=2,
             ready_timeout_s=20.0,
+            client_workers=workers,
             workload=Workload(
                 input_len=8,
                 output_len=8,
@@ -60,4 +62,5 @@ def main(run_dir: Path, fake: Path) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    workers = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    raise SystemExit(main(Path(sys.argv[1]), Path(sys.argv[2]), workers))

@@ -20,9 +20,9 @@ RUNNER = Path(__file__).parents[2] / "support" / "bench_run.py"
 START_TIMEOUT_S = 60.0
 
 
-def _start(run: Path) -> subprocess.Popen[str]:
+def _start(run: Path, workers: int = 1) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), str(run), str(FAKE)],
+        [sys.executable, str(RUNNER), str(run), str(FAKE), str(workers)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
 
@@ -98,3 +98,20 @@ def test_after_sigkill_the_next_run_stops_the_server_it_left(tmp_path):
     finally:
         if _alive(pgid):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def test_a_stop_signal_mid_round_stops_the_clients_worker_processes(tmp_path):
+    """With `client_workers = 2` the signal comes while the parent waits on its workers:
+    they are stopped with it, none is left in stackmatrix's process group (issue 17)."""
+    run = tmp_path / "run"
+    proc = _start(run, workers=2)
+    pgid = _server_measuring(run)
+    os.kill(proc.pid, signal.SIGTERM)
+    out = _finish(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert not _alive(pgid), "the server outlived stackmatrix"
+    deadline = time.monotonic() + 10  # multiprocessing's helper exits when it sees EOF
+    while _alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(proc.pid), "a client worker outlived stackmatrix"
+    assert json.loads((run / "cells" / "a" / "bench.json").read_text())["status"] == "interrupted"
