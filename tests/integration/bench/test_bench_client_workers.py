@@ -6,15 +6,12 @@ shares in bench.json, and a load point of concurrency 1 still in-process."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.support.fakerun import run_spec
 
 pytestmark = pytest.mark.integration
-FAKEROOT = Path(__file__).parents[1] / "explain" / "fakeroot"
-PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 SPEC = """
 name = "workers"
@@ -51,15 +48,7 @@ num_prompts = 3
 
 
 def test_two_workers_share_each_round_and_their_records_merge(tmp_path: Path) -> None:
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC.format(py=PY, root=FAKEROOT))
-    run = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "stackmatrix", "run", str(spec), "--output", str(run),
-         "--work-dir", str(tmp_path / "work")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    run = run_spec(tmp_path, SPEC)
     cell = run / "cells" / "a"
     (launch,) = json.loads((cell / "bench.json").read_text())["data"]["launches"]
     assert len(launch["rounds"]) == 2

@@ -6,15 +6,12 @@ decode speed depends on a server argument."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.support.fakerun import run_spec
 
 pytestmark = pytest.mark.integration
-FAKEROOT = Path(__file__).parents[1] / "explain" / "fakeroot"
-PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 SPEC = """
 name = "points"
@@ -59,15 +56,7 @@ min_effect = 0.05
 
 
 def test_a_load_point_is_measured_in_every_launch_and_reported(tmp_path: Path) -> None:
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC.format(py=PY, root=FAKEROOT))
-    run = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "stackmatrix", "run", str(spec), "--output", str(run),
-         "--work-dir", str(tmp_path / "work")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    run = run_spec(tmp_path, SPEC)
     workload = json.loads((run / "workload.json").read_text())
     assert workload["points"]["c4"]["measured"] == 8
     assert (run / "workload-c4.jsonl").is_file()
