@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from stackmatrix.findings import Finding, Severity
 from stackmatrix.records import (
     BenchData,
     BuildData,
@@ -16,7 +17,9 @@ from stackmatrix.records import (
     LaunchRecord,
     RoundRecord,
     RunRecord,
+    check_verdict,
 )
+from stackmatrix.results import PhaseResult, Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
 BENCH_FILES = sorted(EXAMPLES.glob("**/cells/*/bench.json"))
@@ -107,3 +110,15 @@ def test_values_of_the_wrong_type_stay_out_of_the_typed_fields() -> None:
     assert record.index is None and record.metrics == {} and record.requests_file is None
     run = RunRecord.from_dict({"cells": "ab", "report": {"fail_on": "regression"}})
     assert run.cells == () and run.report.fail_on == ()
+
+
+def test_the_check_verdict_is_its_own_else_a_failing_finding_says_incompatible() -> None:
+    def check(data: dict[str, Any], *severities: Severity) -> PhaseResult:
+        findings = [Finding(code="SM-X", severity=s, cell="a", message="m") for s in severities]
+        return PhaseResult(
+            phase="check", cell="a", status=Status.OK, inputs_hash="", findings=findings, data=data
+        )
+
+    assert check_verdict(check({"verdict": "warnings"}, Severity.FAIL)) == "warnings"
+    assert check_verdict(check({}, Severity.WARN, Severity.FAIL)) == "incompatible"
+    assert check_verdict(check({}, Severity.WARN)) is None

@@ -12,14 +12,14 @@ bench/phase.py still builds these records as dicts of the same shape; its writer
 switch to `LaunchRecord`/`RoundRecord` later: they give back every key it writes.
 
     run       RunRecord, ReportPolicy            bench   BenchData, LaunchRecord, RoundRecord,
-    phases    BuildData, CheckData                       PointRun, PointInfo
+    phases    BuildData, CheckData, check_verdict        PointRun, PointInfo
     _read     JSON values into typed fields
 """
 
 from __future__ import annotations
 
 from stackmatrix.records.bench import BenchData, LaunchRecord, PointInfo, PointRun, RoundRecord
-from stackmatrix.records.phases import BuildData, CheckData
+from stackmatrix.records.phases import BuildData, CheckData, check_verdict
 from stackmatrix.records.run import ReportPolicy, RunRecord
 from stackmatrix.results import SCHEMA_VERSION
 
@@ -34,4 +34,5 @@ __all__ = [
     "ReportPolicy",
     "RoundRecord",
     "RunRecord",
+    "check_verdict",
 ]

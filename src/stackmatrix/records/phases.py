@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stackmatrix.findings import Severity
 from stackmatrix.records._read import (
     Obj,
     extra_keys,
@@ -14,6 +15,7 @@ from stackmatrix.records._read import (
     present,
     string,
 )
+from stackmatrix.results import PhaseResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,3 +80,13 @@ class CheckData:
             "driver": self.driver,
             "timing": self.timing,
         }) | self.extra  # fmt: skip
+
+
+def check_verdict(check: PhaseResult) -> str | None:
+    """The check's verdict, said once for the report and the bench (issue 14): its own,
+    or for a check.json without one, "incompatible" when a finding fails; None when
+    nothing says."""
+    verdict = CheckData.from_dict(check.data).verdict
+    if verdict is None and any(f.severity is Severity.FAIL for f in check.findings):
+        return "incompatible"
+    return verdict

@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 from stackmatrix.findings import Severity
+from stackmatrix.records import check_verdict
 from stackmatrix.report import drift as drift_mod
 from stackmatrix.report.load import CellResults, RunResults, read_requests
 from stackmatrix.report.matrix import MISSING, UNREADABLE, CellReport, LaunchRow, PhaseSummary
@@ -89,10 +90,7 @@ def _compat(cell: CellResults) -> str:
         return "not checked"
     if check.status is not Status.OK:
         return f"check {check.status.value}"
-    verdict = cell.check.verdict
-    if verdict is None and any(f.severity is Severity.FAIL for f in check.findings):
-        return "incompatible"
-    return verdict or "unknown"
+    return check_verdict(check) or "unknown"
 
 
 def _targets(cell: CellResults, targets: Sequence[str]) -> dict[str, str]:
