@@ -29,6 +29,7 @@ import gc
 import math
 import multiprocessing
 import os
+import resource
 import signal
 import time
 import traceback
@@ -161,6 +162,7 @@ def _worker(conn: Connection, core: int | None, claimed: Any) -> None:
         if core is not None:
             os.sched_setaffinity(0, {core})
         requests, options, slots = conn.recv()
+        _room_for_sockets(slots)
         conn.send(("ready",))
         t0: float = conn.recv()
         gc.disable()  # as run_round: a collection stalls the loop for milliseconds
@@ -171,6 +173,16 @@ def _worker(conn: Connection, core: int | None, claimed: Any) -> None:
         conn.send(("error", traceback.format_exc()))
     finally:
         conn.close()
+
+
+def _room_for_sockets(slots: int) -> None:
+    """One socket per slot: a worker's soft limit on open files (often 1024) is raised
+    towards the hard one when its slots need more (in the worker only)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = slots + 64  # the interpreter's own files, the pipe, the selector
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 async def _work(

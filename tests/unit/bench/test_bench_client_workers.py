@@ -6,7 +6,9 @@ order, and the records merged as one round's."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
+import resource
 import threading
 import time
 from collections.abc import Iterator
@@ -160,3 +162,19 @@ def test_a_worker_that_fails_fails_the_round() -> None:
     assert time.monotonic() - started < 30
     assert [r.index for r in outcome.records] == [0, 1, 2, 3]
     assert all(r.error for r in outcome.records)
+
+
+def test_a_worker_makes_room_for_its_sockets() -> None:
+    """A worker whose slots need more open files than its soft limit raises it (never
+    past the hard limit); here in a child, so this process's limit stays as it is."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        soft, hard = pool.apply(_limits_after, (400,))
+    assert soft == (464 if hard == resource.RLIM_INFINITY else min(464, hard))
+
+
+def _limits_after(slots: int) -> tuple[int, int]:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    _workers._room_for_sockets(slots)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -101,3 +101,14 @@ def test_inputs_hash_ignores_launch_count_but_not_args():
     other = dataclasses.replace(spec.bench, server_args=("--x",))
     assert phase.inputs_hash(spec, other, "a", ENV, "w") != h
     assert phase.inputs_hash(spec, spec.bench, "a", ENV, "w2") != h
+
+
+def test_client_workers_change_the_inputs_hash_unless_one():
+    """1, the in-process client, hashes as before the key existed (earlier results
+    resume); any other count or "auto" is another instrument: measured again."""
+    spec = _spec()
+    assert spec.bench is not None and spec.bench.client_workers == 1
+    h = phase.inputs_hash(spec, spec.bench, "a", ENV, "w")
+    for workers in (2, "auto"):
+        other = dataclasses.replace(spec.bench, client_workers=workers)
+        assert phase.inputs_hash(spec, other, "a", ENV, "w") != h
