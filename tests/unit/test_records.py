@@ -15,6 +15,7 @@ from stackmatrix.records import (
     BuildData,
     CheckData,
     LaunchRecord,
+    PlanCell,
     RoundRecord,
     RunRecord,
     check_verdict,
@@ -24,6 +25,7 @@ from stackmatrix.results import PhaseResult, Status
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
 BENCH_FILES = sorted(EXAMPLES.glob("**/cells/*/bench.json"))
 RUN_FILES = sorted(EXAMPLES.glob("**/run.json"))
+PLAN_FILES = sorted(EXAMPLES.glob("**/plan.json"))
 PHASE_FILES = sorted(EXAMPLES.glob("**/cells/*/build.json")) + sorted(
     EXAMPLES.glob("**/cells/*/check.json")
 )
@@ -34,7 +36,15 @@ def _load(path: Path) -> Any:
 
 
 def test_the_examples_are_there() -> None:
-    assert len(BENCH_FILES) >= 10 and len(RUN_FILES) >= 5
+    assert len(BENCH_FILES) >= 10 and len(RUN_FILES) >= 5 and len(PLAN_FILES) >= 5
+
+
+@pytest.mark.parametrize("path", PLAN_FILES, ids=lambda p: str(p.relative_to(EXAMPLES)))
+def test_every_example_plan_json_round_trips(path: Path) -> None:
+    cells = _load(path)["cells"]
+    planned = [PlanCell.from_dict(c) for c in cells]
+    assert [c.to_dict() for c in planned] == cells
+    assert sum(bool(c.baseline) for c in planned) == 1
 
 
 @pytest.mark.parametrize("path", BENCH_FILES, ids=lambda p: str(p.relative_to(EXAMPLES)))

@@ -13,13 +13,14 @@ switch to `LaunchRecord`/`RoundRecord` later: they give back every key it writes
 
     run       RunRecord, ReportPolicy            bench   BenchData, LaunchRecord, RoundRecord,
     phases    BuildData, CheckData, check_verdict        PointRun, PointInfo
-    _read     JSON values into typed fields
+    plan      PlanCell                           _read   JSON values into typed fields
 """
 
 from __future__ import annotations
 
 from stackmatrix.records.bench import BenchData, LaunchRecord, PointInfo, PointRun, RoundRecord
 from stackmatrix.records.phases import BuildData, CheckData, check_verdict
+from stackmatrix.records.plan import PlanCell
 from stackmatrix.records.run import ReportPolicy, RunRecord
 from stackmatrix.results import SCHEMA_VERSION
 
@@ -29,6 +30,7 @@ __all__ = [
     "BuildData",
     "CheckData",
     "LaunchRecord",
+    "PlanCell",
     "PointInfo",
     "PointRun",
     "ReportPolicy",

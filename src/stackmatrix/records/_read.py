@@ -48,3 +48,22 @@ def extra_keys(raw: Mapping[str, Any], cls: type) -> Obj:
 def present(pairs: Mapping[str, Any]) -> Obj:
     """The keys to write: a None field was absent when read (or is not set)."""
     return {k: v for k, v in pairs.items() if v is not None}
+
+
+def plain(value: Any) -> Any:
+    """A field's value as JSON has it: records as dicts, tuples as lists."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def written(record: Any) -> Obj:
+    """A record (a dataclass with `extra`) as written: its fields in their order, a None
+    one left out (it was absent when read, or is not set), then the keys it did not know."""
+    names = (f.name for f in fields(record) if f.name != "extra")
+    extra: Obj = record.extra
+    return present({n: plain(getattr(record, n)) for n in names}) | extra

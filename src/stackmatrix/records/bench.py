@@ -17,6 +17,7 @@ from stackmatrix.records._read import (
     objs,
     present,
     string,
+    written,
 )
 
 
@@ -44,12 +45,7 @@ class RoundRecord:
         )
 
     def to_dict(self) -> Obj:
-        return present({
-            "index": self.index,
-            "metrics": self.metrics,
-            "requests_file": self.requests_file,
-            "warmup_errors": self.warmup_errors,
-        }) | self.extra  # fmt: skip
+        return written(self)
 
 
 def _rounds(value: Any) -> tuple[RoundRecord, ...]:
@@ -77,8 +73,7 @@ class PointRun:
         )
 
     def to_dict(self) -> Obj:
-        rounds = [r.to_dict() for r in self.rounds]
-        return present({"rounds": rounds, "summary": self.summary}) | self.extra
+        return written(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,20 +127,7 @@ class LaunchRecord:
         )
 
     def to_dict(self) -> Obj:
-        points = (
-            {k: p.to_dict() for k, p in self.points.items()} if self.points is not None else None
-        )
-        return present({
-            "index": self.index,
-            "status": self.status,
-            "code": self.code,
-            "message": self.message,
-            "env_facts": self.env_facts,
-            "rounds": [r.to_dict() for r in self.rounds],
-            "points": points,
-            "summary": self.summary,
-            "effective_config": self.effective_config,
-        }) | self.extra  # fmt: skip
+        return written(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,12 +151,7 @@ class PointInfo:
         )
 
     def to_dict(self) -> Obj:
-        return present({
-            "metric": self.metric,
-            "max_concurrency": self.max_concurrency,
-            "num_prompts": self.num_prompts,
-            "summary": self.summary,
-        }) | self.extra  # fmt: skip
+        return written(self)
 
 
 @dataclass(frozen=True, kw_only=True)

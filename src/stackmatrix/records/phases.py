@@ -12,8 +12,8 @@ from stackmatrix.records._read import (
     extra_keys,
     maybe_obj,
     objs,
-    present,
     string,
+    written,
 )
 from stackmatrix.results import PhaseResult
 
@@ -41,12 +41,7 @@ class BuildData:
         )
 
     def to_dict(self) -> Obj:
-        return present({
-            "environment": self.environment,
-            "lock": list(self.lock) if self.lock is not None else None,
-            "lock_digest": self.lock_digest,
-            "python_version": self.python_version,
-        }) | self.extra  # fmt: skip
+        return written(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,13 +68,7 @@ class CheckData:
         )
 
     def to_dict(self) -> Obj:
-        return present({
-            "verdict": self.verdict,
-            "target_summary": self.target_summary,
-            "probe": self.probe,
-            "driver": self.driver,
-            "timing": self.timing,
-        }) | self.extra  # fmt: skip
+        return written(self)
 
 
 def check_verdict(check: PhaseResult) -> str | None:

@@ -20,7 +20,7 @@ from stackmatrix import _nofollow, _shapes, layout
 from stackmatrix._secrets import REDACTED, is_secret_name, redact, redact_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
-from stackmatrix.records import BenchData, BuildData, CheckData, PointInfo, RunRecord
+from stackmatrix.records import BenchData, BuildData, CheckData, PlanCell, PointInfo, RunRecord
 from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
 
 log = logging.getLogger(__name__)
@@ -141,8 +141,8 @@ def load_run(run_dir: Path) -> RunResults:
     run = rd.read_run()
     problems: list[str] = []
     plan = _read_plan(run_dir / layout.PLAN_JSON, problems)
-    order = _cell_order(run, plan, rd.cell_ids())
-    cells = tuple(_load_cell(run_dir / "cells" / cid, cid, plan.get(cid, {})) for cid in order)
+    order = _cell_order(RunRecord.from_dict(run), plan, rd.cell_ids())
+    cells = tuple(_load_cell(run_dir / "cells" / cid, cid, plan.get(cid)) for cid in order)
     spec_text = _read_text(run_dir / layout.SPEC_TOML, problems)
     return RunResults(
         path=run_dir, run=run, cells=cells, spec_text=spec_text, problems=tuple(problems)
@@ -193,7 +193,7 @@ def _hide_flag_value(match: re.Match[str]) -> str:
 _PLAN_CELL = {"id": str, "content_hash": str, "definition": {}, "differs_from_baseline": {}}
 
 
-def _read_plan(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
+def _read_plan(path: Path, problems: list[str]) -> dict[str, PlanCell]:
     if not path.is_file():
         problems.append(f"{path.name} is missing: cell definitions and intended changes unknown")
         return {}
@@ -207,18 +207,15 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
     if why:
         problems.append(f"cannot read {path.name}: {why}")
         return {}
-    return {str(c["id"]): c for c in raw.get("cells") or [] if "id" in c}
+    planned = (PlanCell.from_dict(c) for c in raw.get("cells") or [] if "id" in c)
+    return {c.id: c for c in planned}
 
 
-def _cell_order(run: dict[str, Any], plan: dict[str, Any], on_disk: list[str]) -> list[str]:
-    order: list[str] = []
-    for cid in [*(run.get("cells") or []), *plan, *on_disk]:
-        if str(cid) not in order:
-            order.append(str(cid))
-    return order
+def _cell_order(run: RunRecord, plan: dict[str, PlanCell], on_disk: list[str]) -> list[str]:
+    return list(dict.fromkeys([*run.cells, *plan, *on_disk]))
 
 
-def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults:
+def _load_cell(path: Path, cell_id: str, planned: PlanCell | None) -> CellResults:
     phases: dict[str, PhaseResult] = {}
     problems: list[str] = []
     unreadable: dict[str, str] = {}
@@ -240,11 +237,12 @@ def _load_cell(path: Path, cell_id: str, planned: dict[str, Any]) -> CellResults
     return CellResults(
         id=cell_id,
         path=path,
-        content_hash=planned.get("content_hash"),
+        content_hash=planned.content_hash if planned else None,
         # results written before secrets were kept out of them (issue 16, defect 9)
-        definition={k: public(k, v) for k, v in (planned.get("definition") or {}).items()},
+        definition={k: public(k, v) for k, v in (planned.definition if planned else {}).items()},
         differs={
-            k: _public_pair(k, v) for k, v in (planned.get("differs_from_baseline") or {}).items()
+            k: _public_pair(k, v)
+            for k, v in (planned.differs_from_baseline if planned else {}).items()
         },
         phases=_without_secret_env(phases),
         problems=tuple(problems),
