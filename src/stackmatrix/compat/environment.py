@@ -59,7 +59,9 @@ def check_environment(
     drv, drv_findings = _driver(cuda, inventory, declared_driver, cell_id)
     findings += drv_findings
     findings += _known_bad(inventory, cell_id)
-    feature_found, data["features"] = feature_findings(inventory, environment.env, cell_id)
+    feature_found, data["features"] = feature_findings(
+        inventory, environment.env, cell_id, root=environment.root
+    )
     findings += feature_found
     data["nvcc"], nvcc_found = nvcc.check(
         environment.root, site, environment.env, torch_cuda=_torch_cuda(inventory),

@@ -14,21 +14,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.compat import _data
+from stackmatrix.compat import _data, nvcc
 from stackmatrix.compat.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
 
 
 def feature_findings(
-    inventory: Inventory, env: Mapping[str, str], cell: str | None
+    inventory: Inventory, env: Mapping[str, str], cell: str | None, *, root: Path = Path("/")
 ) -> tuple[list[Finding], dict[str, Any]]:
+    """`root` is the environment's filesystem: an image's tools are looked for in it,
+    never on the host that runs the check."""
     rules = _data.load("features.toml")
     findings: list[Finding] = []
     for rule in rules.get("absent_file", []):
         findings += _absent_file(inventory, rule, cell)
     jit: dict[str, Any] = {}
     for rule in rules.get("jit", []):
-        found, facts = _jit(inventory, rule, env, cell)
+        found, facts = _jit(inventory, rule, env, cell, root)
         findings += found
         if facts:
             jit[str(rule["package"])] = facts
@@ -55,13 +57,17 @@ def _absent_file(inventory: Inventory, rule: Mapping[str, Any], cell: str | None
 
 
 def _jit(
-    inventory: Inventory, rule: Mapping[str, Any], env: Mapping[str, str], cell: str | None
+    inventory: Inventory,
+    rule: Mapping[str, Any],
+    env: Mapping[str, str],
+    cell: str | None,
+    root: Path,
 ) -> tuple[list[Finding], dict[str, Any]]:
     dist = inventory.get(str(rule["package"]))
     if dist is None:
         return [], {}
     prebuilt = [p for p in rule.get("prebuilt", []) if inventory.get(p) is not None]
-    tool = find_tool(str(rule["tool"]), env)
+    tool = find_tool(str(rule["tool"]), env, root=root)
     facts = {"prebuilt": prebuilt, "tool": rule["tool"], "tool_path": tool}
     if prebuilt:
         return [], facts
@@ -87,7 +93,22 @@ def _jit(
     ], facts
 
 
-def find_tool(name: str, env: Mapping[str, str]) -> str | None:
+# where an image's tools are when its own PATH is not known here: NVIDIA's images put the
+# toolkit first on PATH (issue 18: the host's nvcc was reported for an image's)
+_IMAGE_BIN_DIRS = ("/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin")
+
+
+def find_tool(name: str, env: Mapping[str, str], *, root: Path = Path("/")) -> str | None:
+    """The tool as the environment would find it: CUDA_HOME/bin, then PATH; for an image
+    (`root` other than /), the cell's CUDA_HOME and the image's usual bin directories,
+    followed inside the image (its path as the image sees it)."""
+    if root != Path("/"):
+        homes = [env["CUDA_HOME"] + "/bin"] if env.get("CUDA_HOME") else []
+        for d in (*homes, *_IMAGE_BIN_DIRS):
+            found = nvcc.resolve(root, f"{d}/{name}")
+            if found is not None and found.is_file():
+                return f"{d}/{name}"
+        return None
     merged = {**os.environ, **env}
     home = merged.get("CUDA_HOME") or merged.get("CUDA_PATH")
     if home:

@@ -53,3 +53,21 @@ def test_flashinfer_without_prebuilt_kernels_needs_nvcc(tmp_path: Path) -> None:
         "flashinfer-jit-cache"
     ]
     assert os.environ.get("CUDA_HOME") != str(cuda)  # the cell's env, not ours
+
+
+def test_an_images_nvcc_is_looked_for_in_the_image_not_on_the_host(tmp_path: Path) -> None:
+    """issue 18: for a docker cell the host's nvcc (this machine has one) was reported;
+    the image's root is what counts, its absolute links followed inside it."""
+    root = tmp_path / "rootfs"
+    site = root / "opt/venv/site-packages"
+    _dist(site, "flashinfer-python", "0.6.4", ["flashinfer/__init__.py"])
+    findings, data = feature_findings(read_inventory([site]), {}, "c", root=root)
+    assert [(f.code, f.severity.value) for f in findings] == [("SM-JIT-ONLY", "warn")]
+    assert data["jit"]["flashinfer-python"]["tool_path"] is None
+    toolkit = root / "usr/local/cuda-13.0/bin"
+    toolkit.mkdir(parents=True)
+    (toolkit / "nvcc").write_bytes(b"\x7fELF")
+    (root / "usr/local/cuda").symlink_to("/usr/local/cuda-13.0")  # absolute, as in images
+    findings, data = feature_findings(read_inventory([site]), {}, "c", root=root)
+    assert [(f.code, f.severity.value) for f in findings] == [("SM-JIT-ONLY", "info")]
+    assert data["jit"]["flashinfer-python"]["tool_path"] == "/usr/local/cuda/bin/nvcc"
