@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stackmatrix import layout
 from stackmatrix.errors import ResultsError
-from stackmatrix.explain.runner import RoundRunner, explain_cell
+from stackmatrix.explain.runner import RoundRunner, explain_cell, plan_lines
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.spec import load_spec
 
@@ -33,6 +33,10 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
     cells = list(args.cell) or explainable_cells(args.results)
     if not cells:
         print(f"{args.results}: no cell is slower or faster than the baseline; nothing to explain")
+        return 0
+    if args.plan:
+        for cell in cells:
+            print("\n".join(plan_lines(args.results, cell, args.launches)))
         return 0
     for cell in cells:
         path = explain_cell(args.results, cell, run_round=runner, launches=args.launches,

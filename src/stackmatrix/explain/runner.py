@@ -22,7 +22,7 @@ from stackmatrix import _atomic, layout
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.explain import _toml
 from stackmatrix.explain.derive import Change, Derived, derive
-from stackmatrix.explain.search import RoundData, SearchResult, search
+from stackmatrix.explain.search import RoundData, SearchResult, search, split
 from stackmatrix.explain.text import sentences
 from stackmatrix.report.load import RunResults, load_run
 from stackmatrix.report.model import build_model
@@ -61,16 +61,7 @@ def explain_cell(
     max_rounds: int = 4,
 ) -> Path:
     """Explain `cell` against the run's baseline; returns the explanation file."""
-    results = load_run(run_dir)
-    model = build_model(results)
-    ctx = _context(results, cell, launches, model.thresholds, model.headline)
-    report = model.cell(cell)
-    if report.drift is None:
-        raise UsageError(f"cell {cell!r} has no comparison with the baseline to explain")
-    engine = _engine(results, cell)
-    derived = derive(report.drift.intended, report.drift.unintended, engine=engine,
-                     baseline_def=ctx.definitions[ctx.baseline],
-                     cell_def=ctx.definitions[cell])  # fmt: skip
+    ctx, derived = prepare(run_dir, cell, launches)
     out = run_dir / "explain" / cell
     out.mkdir(parents=True, exist_ok=True)
     rounds: list[dict[str, Any]] = []
@@ -83,6 +74,41 @@ def explain_cell(
     path = out / EXPLANATION_FILE
     _atomic.write_json(path, _explanation(ctx, derived, result, rounds))
     return path
+
+
+def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[Context, Derived]:
+    """What explaining `cell` starts from: the run's context and the reverts derived from
+    its differences (nothing is measured)."""
+    results = load_run(run_dir)
+    model = build_model(results)
+    ctx = _context(results, cell, launches, model.thresholds, model.headline)
+    report = model.cell(cell)
+    if report.drift is None:
+        raise UsageError(f"cell {cell!r} has no comparison with the baseline to explain")
+    derived = derive(report.drift.intended, report.drift.unintended,
+                     engine=_engine(results, cell), baseline_def=ctx.definitions[ctx.baseline],
+                     cell_def=ctx.definitions[cell])  # fmt: skip
+    return ctx, derived
+
+
+def plan_lines(run_dir: Path, cell: str, launches: int | None) -> list[str]:
+    """`explain --plan`: the reverts and the first round's cost, without measuring."""
+    ctx, derived = prepare(run_dir, cell, launches)
+    groups = split(list(derived.changes)) if derived.changes else []
+    per_cell = ctx.launches or int((ctx.raw_spec.get("bench") or {}).get("launches", 5))
+    out = [f"{cell} against {ctx.baseline} ({ctx.metric}): {len(derived.changes)} revert(s)"]
+    for change in derived.changes:
+        how = [*change.args, *(f"{k}={v}" for k, v in change.env), *change.pins]
+        if change.server_args is not None:
+            how = ["server_args:", *change.server_args]
+        out.append(f"  revert {change.label}: {' '.join(how)}")
+    out += [f"  cannot be isolated: {key}: {why}" for key, why in derived.cannot]
+    out += [f"  note: {note}" for note in derived.notes]
+    if groups:
+        cells = len(groups) + 2
+        out.append(f"round 1: {len(groups)} revert cell(s) + {ctx.baseline} + {cell}, "
+                   f"{per_cell} launch(es) each = {cells * per_cell} launches")  # fmt: skip
+    return out
 
 
 def _context(

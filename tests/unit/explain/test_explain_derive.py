@@ -98,3 +98,18 @@ def test_a_field_of_a_structured_setting_is_not_taken_for_a_flag() -> None:
     derived = derive([], [nested], engine="sglang", baseline_def={}, cell_def={})
     assert derived.changes == ()
     assert "structured setting" in dict(derived.cannot)[nested.key]
+
+
+def test_the_plan_says_what_would_be_reverted_and_what_a_round_costs(tmp_path: Path) -> None:
+    from stackmatrix.explain.runner import plan_lines
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    lines = plan_lines(run, "cu130", 4)
+    text = "\n".join(lines)
+    assert lines[0] == "cu130 against cu128 (output_throughput): 3 revert(s)"
+    assert "revert attention_backend triton -> flashinfer: --attention-backend flashinfer" in text
+    assert "cannot be isolated: probe:nccl: no switch known" in text
+    # three reverts are measured singly: 5 cells x 4 launches
+    assert lines[-1] == "round 1: 3 revert cell(s) + cu128 + cu130, 4 launch(es) each = 20 launches"
+    assert not (run / "explain").exists()  # nothing measured, nothing written
