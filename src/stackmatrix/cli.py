@@ -194,6 +194,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from stackmatrix.plan import describe_difference, github_matrix, make_plan
     from stackmatrix.spec import load_spec
+    from stackmatrix.spec_model import warmup_advice
 
     spec = load_spec(args.spec)
     if args.github_matrix:
@@ -214,6 +215,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"{spec.name}: {len(plan)} cell(s), baseline {spec.baseline}, "
         f"targets {', '.join(spec.targets) or '-'}"
     )
+    for line in warmup_advice(spec.bench):
+        print(line)
     rows = [("cell", "backend", "hash", "differs from baseline")]
     for pc in plan:
         diff = (
@@ -232,6 +235,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
     from stackmatrix.spec import load_spec, parse_fail_on
+    from stackmatrix.spec_model import warmup_advice
 
     spec = load_spec(args.spec)
     console = Console()
@@ -251,6 +255,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         fail_on=parse_fail_on([args.fail_on]),
         argv=tuple(sys.argv),
     )
+    for line in warmup_advice(spec.bench):
+        console.info(line)
     summary = run_pipeline(opts, console.progress)
     console.info(f"\nresults: {summary.run_dir}")
     for cell, phases in summary.statuses.items():

@@ -478,3 +478,20 @@ def test_client_workers_is_a_count_or_auto() -> None:
         assert text.startswith("bench.client_workers: expected an integer, got"), text
     (text,) = problems(bench("Auto"))
     assert text.startswith("bench.client_workers: 'Auto': expected a number") and '"auto"' in text
+
+
+def test_a_warmup_smaller_than_the_measured_batch_is_warned_about() -> None:
+    from stackmatrix.spec_model import warmup_advice
+
+    raw = _with_points([
+        {"name": "c32", "max_concurrency": 32, "num_prompts": 64, "warmup": 32},
+        {"name": "c8", "max_concurrency": 8, "num_prompts": 64, "warmup": 2},
+    ])  # fmt: skip
+    headline = raw["bench"]["workload"]  # type: ignore[index]
+    headline.update(max_concurrency=16, num_prompts=32, warmup=4)
+    spec = parse_spec(raw)
+    lines = warmup_advice(spec.bench)
+    assert [x.split(":")[1].strip() for x in lines] == ["bench.workload", "bench.points 'c8'"]
+    assert "use warmup >= 16" in lines[0] and "use warmup >= 8" in lines[1]
+    headline["warmup"] = 0  # no warm-up asked for the headline: only c8 is said
+    assert len(warmup_advice(parse_spec(raw).bench)) == 1
