@@ -88,7 +88,11 @@ def test_a_load_point_is_measured_in_every_launch_and_reported(tmp_path: Path) -
     )
     rows = {r["cell"]: r for r in point["rows"]}
     assert rows["a"]["comparison"] is None and rows["a"]["launches"] == 2
-    assert rows["b"]["comparison"]["verdict"] == "slower"  # 9 ms between tokens, at 4 streams too
+    # 9 ms between tokens against 3, at 4 streams too: about a third of the speed. Two
+    # launches give a Welch interval with ~1-2 degrees of freedom, so on a loaded machine
+    # the verdict may stay inconclusive; the measured ratio may not.
+    b_row = rows["b"]["comparison"]
+    assert b_row["ratio"] < 0.6 and b_row["verdict"] in ("slower", "inconclusive")
     md = (run / "matrix.md").read_text()
     assert "### Load points" in md and "#### c4: concurrency 4, 8 prompts" in md
     assert "<h2>Load points</h2>" in (run / "matrix.html").read_text()
