@@ -36,8 +36,13 @@ def host_compiler() -> None:
         print("cuda-base: $ " + " ".join(argv), flush=True)
         if subprocess.call(argv, env=env) != 0:
             sys.exit("cuda-base: apt-get failed")
+    # lists and apt's binary caches (~78 MB): registry images drop them with a
+    # docker-clean hook, which a debootstrap base lacks
     shutil.rmtree("/var/lib/apt/lists", ignore_errors=True)
     Path("/var/lib/apt/lists/partial").mkdir(parents=True)
+    for cached in [*Path("/var/cache/apt").glob("*.bin"),
+                   *Path("/var/cache/apt/archives").glob("*.deb")]:  # fmt: skip
+        cached.unlink()
 
 
 def install(plan: dict, here: Path) -> None:
