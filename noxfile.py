@@ -45,6 +45,23 @@ def cell(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def cuda_images(session: nox.Session) -> None:
+    """Issue 18's heavy run, never part of `tests`: the local CUDA bases (Debian + PyPI's
+    CUDA wheels), then matrix/cuda-images.toml as docker images, built and checked.
+    Costs (~10 GB per image, minutes per build): reports/examples/cuda-images/README.md.
+    `nox -s cuda_images -- --cell cu128 --output DIR` passes arguments to `stackmatrix run`."""
+    session.install("-e", ".")
+    env: dict[str, str] = {}
+    # BuildKit is needed (bind and cache mounts; the legacy builder refuses index
+    # credentials): Debian's docker.io client does it without buildx, newer ones need it
+    if "STACKMATRIX_DOCKER" not in os.environ and Path("/usr/bin/docker").is_file():
+        env["STACKMATRIX_DOCKER"] = "/usr/bin/docker"
+    session.run("python", "scripts/cuda-base.py", env=env)
+    session.run("stackmatrix", "run", "matrix/cuda-images.toml", "--jobs", "1",
+                *session.posargs, env=env)  # fmt: skip
+
+
+@nox.session(python=PYTHON)
 def report(session: nox.Session) -> None:
     """Render the report of a results directory: `nox -s report -- DIR`."""
     if not session.posargs:
