@@ -5,6 +5,7 @@ template. The heavy run itself is `nox -s cuda_images` (never part of `tests`)."
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import io
 import json
@@ -122,6 +123,8 @@ def test_cuda_images_spec_builds_on_the_cuda_template(tmp_path: Path) -> None:
     local_tags = {f.tag for f in cuda_base.FAMILIES.values()}
     for cell in spec.cells:
         assert cell.backend == "docker" and cell.base_image in local_tags
+        if not all(Path(c).is_file() for c in cell.ca_certs):
+            cell = dataclasses.replace(cell, ca_certs=())  # not a Debian host: no CA bundle
         ctx = _docker_context.render(cell, spec_dir=REPO / "matrix", dest=tmp_path / cell.id,
                                      buildkit=True)  # fmt: skip
         assert ctx.family == "cuda"
