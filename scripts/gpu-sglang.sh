@@ -10,12 +10,15 @@
 #   OUT=... bash scripts/gpu-sglang.sh prepare         unpack the carried kit(s) into wheels
 #   OUT=... bash scripts/gpu-sglang.sh start [SPEC]    prepare, start the run, wait WAIT_S
 #   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]     wait up to WAIT_S more
+#   CELL=ID [LAUNCHES=N] [WARMUP=N] OUT=... bash scripts/gpu-sglang.sh explain [SPEC]
+#                                       prepare, then `stackmatrix explain` the run of SPEC
+#                                       (from .kit/runs/<name>/ or reports/examples/<name>/)
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
 # interrupted run resumes with `start`, in a later session too when the results
 # directory is carried as .kit/runs/<name>/.
 set -euo pipefail
 out=${OUT:?set OUT}
-mode=${1:?usage: gpu-sglang.sh prepare|start|wait [SPEC]}
+mode=${1:?usage: gpu-sglang.sh prepare|start|wait|explain [SPEC]}
 spec=${2:-matrix/h200-sglang.toml}
 name=$(basename "$spec" .toml)
 results=/tmp/$name
@@ -50,7 +53,7 @@ prepare)
     prepare
     exit 0
     ;;
-start)
+start | explain)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
     prepare
     # this checkout, without the kits, next to the prepared wheels and model
@@ -62,15 +65,28 @@ start)
     if [ ! -e "$results" ] && [ -f ".kit/runs/$name/run.json" ]; then
         cp -a ".kit/runs/$name" "$results"
     fi
-    resume=()
-    [ -f "$results/run.json" ] && resume=(--resume)
-    setsid python3 -m stackmatrix run "$spec" --output "$results" "${resume[@]}" \
-        --reports-dir /tmp/smreports >>"/tmp/$name.log" 2>&1 </dev/null &
-    echo $! >"/tmp/$name.pid"
+    if [ "$mode" = explain ]; then
+        if [ ! -e "$results" ] && [ -f "reports/examples/$name/run.json" ]; then
+            cp -a "reports/examples/$name" "$results"
+        fi
+        [ -f "$results/run.json" ] || { echo "gpu-sglang: no results of $name to explain" >&2; exit 2; }
+        extra=()
+        [ -n "${LAUNCHES:-}" ] && extra+=(--launches "$LAUNCHES")
+        [ -n "${WARMUP:-}" ] && extra+=(--warmup "$WARMUP")
+        setsid python3 -m stackmatrix explain "$results" --cell "${CELL:?set CELL}" "${extra[@]}" \
+            >>"/tmp/$name.log" 2>&1 </dev/null &
+        echo $! >"/tmp/$name.pid"
+    else
+        resume=()
+        [ -f "$results/run.json" ] && resume=(--resume)
+        setsid python3 -m stackmatrix run "$spec" --output "$results" "${resume[@]}" \
+            --reports-dir /tmp/smreports >>"/tmp/$name.log" 2>&1 </dev/null &
+        echo $! >"/tmp/$name.pid"
+    fi
     ;;
 wait) ;;
 *)
-    echo "usage: gpu-sglang.sh prepare|start|wait [SPEC]" >&2
+    echo "usage: gpu-sglang.sh prepare|start|wait|explain [SPEC]" >&2
     exit 2
     ;;
 esac

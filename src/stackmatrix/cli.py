@@ -168,6 +168,8 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     ex.add_argument("--rounds", type=int, default=4, help="at most this many rounds per cell")
     ex.add_argument("--jobs", type=int, default=2)
     ex.add_argument("--work-dir", type=Path, default=None)
+    warmup_help = "warm-up requests per launch in the rounds (default: the run's)"
+    ex.add_argument("--warmup", type=int, default=None, help=warmup_help)
     plan_help = "print the reverts and the first round's cost; measure nothing"
     ex.add_argument("--plan", action="store_true", help=plan_help)
     ex.set_defaults(func=cmd_explain)

@@ -40,7 +40,7 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
         return 0
     for cell in cells:
         path = explain_cell(args.results, cell, run_round=runner, launches=args.launches,
-                            max_rounds=args.rounds)  # fmt: skip
+                            max_rounds=args.rounds, warmup=args.warmup)  # fmt: skip
         for line in json.loads(path.read_text(encoding="utf-8"))["sentences"]:
             print(line)
     _rerender(args.results)

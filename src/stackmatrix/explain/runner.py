@@ -9,6 +9,7 @@ interleaved with the reverts so that drift over time cancels out, and resumable.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -50,6 +51,7 @@ class Context:
     spec_dir: Path
     definitions: dict[str, dict[str, Any]]
     launches: int | None
+    warmup: int | None = None  # warm-up requests per launch in the rounds (None: the run's)
 
 
 def explain_cell(
@@ -59,9 +61,11 @@ def explain_cell(
     run_round: RoundRunner,
     launches: int | None = None,
     max_rounds: int = 4,
+    warmup: int | None = None,
 ) -> Path:
     """Explain `cell` against the run's baseline; returns the explanation file."""
     ctx, derived = prepare(run_dir, cell, launches)
+    ctx = dataclasses.replace(ctx, warmup=warmup)
     out = run_dir / "explain" / cell
     out.mkdir(parents=True, exist_ok=True)
     rounds: list[dict[str, Any]] = []
@@ -267,6 +271,8 @@ def _absolute(ctx: Context, value: str) -> str:
 def _bench(ctx: Context, bench: dict[str, Any]) -> dict[str, Any]:
     if ctx.launches is not None:
         bench["launches"] = ctx.launches
+    if ctx.warmup is not None:
+        bench["workload"] = {**(bench.get("workload") or {}), "warmup": ctx.warmup}
     bench.pop("points", None)  # a round judges the headline metric only
     model = bench.get("model")
     if isinstance(model, str) and not Path(model).is_absolute():

@@ -113,3 +113,20 @@ def test_the_plan_says_what_would_be_reverted_and_what_a_round_costs(tmp_path: P
     # three reverts are measured singly: 5 cells x 4 launches
     assert lines[-1] == "round 1: 3 revert cell(s) + cu128 + cu130, 4 launch(es) each = 20 launches"
     assert not (run / "explain").exists()  # nothing measured, nothing written
+
+
+def test_rounds_take_the_launches_and_warm_up_asked_for(tmp_path: Path) -> None:
+    import dataclasses
+
+    from stackmatrix.explain.runner import _derived_spec, prepare
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    ctx, derived = prepare(run, "cu130", 3)
+    groups = [(derived.changes[0],)]
+    spec = _derived_spec(ctx, 1, groups, ["cu130~x"])
+    assert spec["bench"]["launches"] == 3
+    assert spec["bench"].get("workload", {}).get("warmup") != 16  # the run's own
+    spec = _derived_spec(dataclasses.replace(ctx, warmup=16), 1, groups, ["cu130~x"])
+    assert spec["bench"]["workload"]["warmup"] == 16
+    assert len(spec["cell"]) == 3 and spec["cell"][2]["id"] == "cu130~x"
