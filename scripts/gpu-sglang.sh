@@ -7,6 +7,7 @@
 # the working tree: move reports/examples/ aside for the calls that carry a kit) and a
 # run takes longer, so the work lives in /tmp/sm-gpu on the machine, which persists
 # between calls while the machine is held (the checkout itself is replaced at every call):
+#   OUT=... bash scripts/gpu-sglang.sh stage           keep the carried kit parts for a later call
 #   OUT=... bash scripts/gpu-sglang.sh prepare         unpack the carried kit(s) into wheels
 #   OUT=... bash scripts/gpu-sglang.sh start [SPEC]    prepare, start the run, wait WAIT_S
 #   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]     wait up to WAIT_S more
@@ -16,9 +17,13 @@
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
 # interrupted run resumes with `start`, in a later session too when the results
 # directory is carried as .kit/runs/<name>/.
+# With reports/examples/ the tree is ~25 MB, so a whole kit (~50 MB) does not fit one
+# call: make the kit in two parts (KIT_PART_LIMIT_MIB=30 ../shared/gpu-kit/make-sglang-kit.sh
+# .kit/k0514: 30 + 20 MB), carry part 1 to a `stage` call and the rest to the next call
+# (the machine must still be held: call again within its idle release).
 set -euo pipefail
 out=${OUT:?set OUT}
-mode=${1:?usage: gpu-sglang.sh prepare|start|wait|explain [SPEC]}
+mode=${1:?usage: gpu-sglang.sh stage|prepare|start|wait|explain [SPEC]}
 spec=${2:-matrix/h200-sglang.toml}
 name=$(basename "$spec" .toml)
 results=/tmp/$name
@@ -30,6 +35,13 @@ t0=$(date +%s)
 
 prepare() {
     mkdir -p "$work/.kit"
+    # kit parts an earlier call of this machine staged
+    for part in "$work"/stage/k*/sglang-kit-part*.tar.xz; do
+        [ -f "$part" ] || continue
+        dir=.kit/$(basename "$(dirname "$part")")
+        mkdir -p "$dir"
+        [ -f "$dir/$(basename "$part")" ] || cp "$part" "$dir/"
+    done
     for kit in .kit/k*/sglang-kit-part1.tar.xz; do
         [ -f "$kit" ] || continue
         version=$(awk '$1 == "sglang" && $2 ~ /^[0-9]/ {print $2; exit}' "$(dirname "$kit")/MANIFEST.txt")
@@ -49,6 +61,15 @@ prepare() {
 }
 
 case $mode in
+stage)
+    for part in .kit/k*/sglang-kit-part*.tar.xz; do
+        [ -f "$part" ] || continue
+        mkdir -p "$work/stage/$(basename "$(dirname "$part")")"
+        cp "$part" "$work/stage/$(basename "$(dirname "$part")")/"
+        echo "gpu-sglang: staged $part"
+    done
+    exit 0
+    ;;
 prepare)
     prepare
     exit 0
@@ -86,7 +107,7 @@ start | explain)
     ;;
 wait) ;;
 *)
-    echo "usage: gpu-sglang.sh prepare|start|wait|explain [SPEC]" >&2
+    echo "usage: gpu-sglang.sh stage|prepare|start|wait|explain [SPEC]" >&2
     exit 2
     ;;
 esac
