@@ -171,3 +171,41 @@ def optional_rules(raw: dict[str, Any] | None = None) -> tuple[OptionalRule, ...
 
 def optional_feature(relpath: str, rules: Sequence[OptionalRule]) -> str | None:
     return next((r.feature for r in rules if r.matches(relpath)), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaVariantRule:
+    """Files of which a package loads only the build for torch's CUDA major
+    (compat/loaders.toml [[cuda_variant]]): `glob` (relative to site-packages) names
+    them all, `suffix` with `{major}` the part of the name that marks each build."""
+
+    glob: str
+    suffix: str
+    source: str = ""
+
+    def not_loaded(self, relpath: str, torch_major: int | None) -> str | None:
+        """Why `relpath` is never loaded next to a CUDA `torch_major` torch, or None."""
+        if torch_major is None or not fnmatch(relpath, self.glob):
+            return None
+        if self.suffix.format(major=torch_major) in PurePosixPath(relpath).name:
+            return None
+        return (
+            f"a build for another runtime than torch's CUDA {torch_major}, which the package "
+            f"does not load there (it loads the '{self.suffix.format(major=torch_major)}' one)"
+        )
+
+
+def cuda_variant_rules(raw: dict[str, Any] | None = None) -> tuple[CudaVariantRule, ...]:
+    data = raw if raw is not None else _data.load("loaders.toml")
+    return tuple(
+        CudaVariantRule(
+            glob=str(item["glob"]), suffix=str(item["suffix"]), source=str(item.get("source", ""))
+        )
+        for item in data.get("cuda_variant", [])
+    )
+
+
+def unused_cuda_variant(
+    relpath: str, rules: Sequence[CudaVariantRule], torch_major: int | None
+) -> str | None:
+    return next((w for r in rules if (w := r.not_loaded(relpath, torch_major))), None)

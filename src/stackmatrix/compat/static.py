@@ -50,7 +50,11 @@ def static_check(
 ) -> CheckOutcome:
     index = libs.LibraryIndex()
     optional = coverage.optional_rules()
+    variants = coverage.cuda_variant_rules()
+    torch = inventory.get("torch")
+    torch_major = torch.cuda_major if torch is not None else None
     results: list[extension.ExtResult] = []
+    unused: set[str] = set()  # builds for another CUDA major than torch's: never loaded
     findings: list[Finding] = []
     for sp, path in extension.find_extensions(site):
         if _proc.interrupted():
@@ -61,12 +65,16 @@ def static_check(
             findings.append(extension.unreadable(path, exc, cell_id))
             continue
         results.append(r)
+        other_build = coverage.unused_cuda_variant(r.relpath, variants, torch_major)
+        if other_build:
+            unused.add(r.relpath)
         if resolve:
             own = extension.lib_findings(r, cell_id, host_has_driver)
             own += extension.symbol_findings(r, cell_id)
-            feature = coverage.optional_feature(r.relpath, optional)
+            feature = other_build or coverage.optional_feature(r.relpath, optional)
             findings += extension.optional(own, feature) if feature else own
-    majors, cuda_findings = extension.cuda_findings(results, inventory, cell_id)
+    loaded = [r for r in results if r.relpath not in unused]
+    majors, cuda_findings = extension.cuda_findings(loaded, inventory, cell_id)
     findings += cuda_findings
     cov = extension.coverage_of(results, targets, coverage.loader_rules(), optional)
     findings += extension.coverage_findings(cov, cell_id)
