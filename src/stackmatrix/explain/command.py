@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from stackmatrix import layout
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import ResultsError, StackmatrixError
 from stackmatrix.explain.runner import RoundRunner, explain_cell, plan_lines
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.spec import load_spec
@@ -64,13 +65,18 @@ def explainable_cells(run_dir: Path) -> list[str]:
 
 def explain_after_run(run_dir: Path, *, work_dir: Path, jobs: int, rounds: int,
                       progress: Progress, cells: Sequence[str] = ()) -> list[Path]:  # fmt: skip
-    """`[report] explain = true`: explain every slower or faster cell, then re-render."""
+    """`[report] explain = true`: explain every slower or faster cell, then re-render. A cell
+    whose explanation fails is said in the report (its explanation.json) and on stderr;
+    the run's own results and status stand."""
     runner = round_runner(work_dir, jobs, progress)
-    done = [
-        explain_cell(run_dir, cell, run_round=runner, max_rounds=rounds)
-        for cell in (cells or explainable_cells(run_dir))
-    ]
-    if done:
+    done: list[Path] = []
+    tried = list(cells or explainable_cells(run_dir))
+    for cell in tried:
+        try:
+            done.append(explain_cell(run_dir, cell, run_round=runner, max_rounds=rounds))
+        except StackmatrixError as exc:
+            print(f"stackmatrix: explain {cell}: {exc}", file=sys.stderr)
+    if tried:
         _rerender(run_dir)
     return done
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _atomic, layout
-from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
 from stackmatrix.explain import _toml
 from stackmatrix.explain.derive import Change, Derived, derive
 from stackmatrix.explain.search import RoundData, SearchResult, search, split
@@ -73,11 +73,40 @@ def explain_cell(
     def measure(groups: list[tuple[Change, ...]]) -> RoundData:
         return _round(ctx, out, len(rounds) + 1, groups, rounds, run_round)
 
-    result = search(list(derived.changes), measure, metric=ctx.metric,
-                    thresholds=ctx.thresholds, max_rounds=max_rounds)  # fmt: skip
     path = out / EXPLANATION_FILE
+    try:
+        result = search(list(derived.changes), measure, metric=ctx.metric,
+                        thresholds=ctx.thresholds, max_rounds=max_rounds)  # fmt: skip
+    except StackmatrixError as exc:
+        # said in the report, not only in a traceback; the rounds done stay for a re-run
+        _atomic.write_json(path, _stopped(ctx, derived, rounds, exc))
+        raise
     _atomic.write_json(path, _explanation(ctx, derived, result, rounds))
     return path
+
+
+def _stopped(
+    ctx: Context, derived: Derived, rounds: list[dict[str, Any]], exc: Exception
+) -> dict[str, Any]:
+    k = len(rounds) + 1
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "cell": ctx.cell,
+        "baseline": ctx.baseline,
+        "metric": ctx.metric,
+        "status": f"failed in round {k}: {exc}",
+        "gap": None,
+        "cause": None,
+        "rounds": [{**meta, "effects": []} for meta in rounds],
+        "cannot_isolate": [{"key": key, "why": why} for key, why in derived.cannot],
+        "notes": list(derived.notes),
+        "revert_cells": sum(len(r["cells"]) for r in rounds),
+        "launches": sum(int(r["launches"]) for r in rounds),
+        "sentences": [
+            f"{ctx.cell}: explain stopped in round {k} ({exc}); the rounds done are kept "
+            f"under explain/{ctx.cell}/ and `stackmatrix explain` again resumes them."
+        ],
+    }
 
 
 def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[Context, Derived]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.explain.derive import Derived, derive
@@ -130,3 +132,46 @@ def test_rounds_take_the_launches_and_warm_up_asked_for(tmp_path: Path) -> None:
     spec = _derived_spec(dataclasses.replace(ctx, warmup=16), 1, groups, ["cu130~x"])
     assert spec["bench"]["workload"]["warmup"] == 16
     assert len(spec["cell"]) == 3 and spec["cell"][2]["id"] == "cu130~x"
+
+
+def test_a_round_that_fails_is_said_in_the_report_and_kept(tmp_path: Path) -> None:
+    from stackmatrix.errors import StackmatrixError
+    from stackmatrix.explain.runner import explain_cell
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+
+    def broken(spec_path: Path, output: Path) -> None:
+        raise StackmatrixError("the round's engine is gone")
+
+    with pytest.raises(StackmatrixError):
+        explain_cell(run, "cu130", run_round=broken)
+    ex = json.loads((run / "explain" / "cu130" / "explanation.json").read_text())
+    assert ex["status"] == "failed in round 1: the round's engine is gone"
+    assert "resumes them" in ex["sentences"][0] and ex["cannot_isolate"]
+    assert (run / "explain" / "cu130" / "round-1.toml").is_file()  # the round's spec stays
+
+
+def test_after_a_run_a_failed_explanation_does_not_end_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stackmatrix.explain import command
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+
+    def failing_runner(work_dir: Path, jobs: int, progress: object) -> object:
+        def run_round(spec_path: Path, output: Path) -> None:
+            from stackmatrix.errors import StackmatrixError
+
+            raise StackmatrixError("no GPU left")
+
+        return run_round
+
+    monkeypatch.setattr(command, "round_runner", failing_runner)
+    done = command.explain_after_run(run, work_dir=tmp_path / "w", jobs=1, rounds=2,
+                                     progress=lambda *a: None, cells=["cu130"])  # fmt: skip
+    assert done == []
+    assert "explain cu130: no GPU left" in capsys.readouterr().err
+    md = (run / "matrix.md").read_text()
+    assert "#### cu130: failed in round 1: no GPU left" in md
