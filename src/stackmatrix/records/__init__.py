@@ -8,8 +8,8 @@ old results. Where the file is read, `_shapes` has already refused values of the
 type; `from_dict` still keeps what does not fit out of the typed fields. Keys no field
 names travel in `extra`, so `to_dict` gives back what was read.
 
-bench/phase.py still builds these records as dicts of the same shape; its writer can
-switch to `LaunchRecord`/`RoundRecord` later: they give back every key it writes.
+The bench phase writes its launches and rounds as `LaunchRecord`/`RoundRecord`
+(bench/_launch.py); the cell's `data` around them is still a dict.
 
     run       RunRecord, ReportPolicy            bench   BenchData, LaunchRecord, RoundRecord,
     phases    BuildData, CheckData, check_verdict        PointRun, PointInfo

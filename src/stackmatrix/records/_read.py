@@ -63,7 +63,12 @@ def plain(value: Any) -> Any:
 
 def written(record: Any) -> Obj:
     """A record (a dataclass with `extra`) as written: its fields in their order, a None
-    one left out (it was absent when read, or is not set), then the keys it did not know."""
-    names = (f.name for f in fields(record) if f.name != "extra")
-    extra: Obj = record.extra
-    return present({n: plain(getattr(record, n)) for n in names}) | extra
+    one left out (it was absent when read, or is not set), and the keys it did not know
+    where its `extra` field stands (last, but for a launch's teardown: see LaunchRecord)."""
+    out: Obj = {}
+    for f in fields(record):
+        if f.name == "extra":
+            out.update(record.extra)
+        elif (value := getattr(record, f.name)) is not None:
+            out[f.name] = plain(value)
+    return out

@@ -80,18 +80,25 @@ class PointRun:
 class LaunchRecord:
     """One server launch: measured (index 1, 2, ...) or a warm-up ("W1", ...).
 
-    `status` is None where an old file has none: such a launch ran to the end."""
+    `status` is None where an old file has none: such a launch ran to the end. The
+    fields are in the order bench/ writes them; `teardown` (null when no server
+    started, so not a field: a None field is not written) travels in `extra`, which
+    stands where the teardown is written."""
 
     index: int | str | None = None
+    sequence: int | None = None
+    started: str | None = None
+    env_facts: Obj = field(default_factory=dict)
     status: str | None = None
+    rounds: tuple[RoundRecord, ...] = ()
+    launch_argv: tuple[str, ...] | None = None
+    points: dict[str, PointRun] | None = None
     code: str | None = None
     message: str | None = None
-    env_facts: Obj = field(default_factory=dict)
-    rounds: tuple[RoundRecord, ...] = ()
-    points: dict[str, PointRun] | None = None
+    extra: Obj = field(default_factory=dict)  # teardown, and keys of other versions
+    finished: str | None = None
     summary: Obj | None = None
     effective_config: Obj | None = None
-    extra: Obj = field(default_factory=dict)  # sequence, started, finished, teardown...
 
     @property
     def ok(self) -> bool:
@@ -109,18 +116,27 @@ class LaunchRecord:
     def from_dict(cls, raw: Mapping[str, Any]) -> LaunchRecord:
         index = raw.get("index")
         points = raw.get("points")
+        argv = raw.get("launch_argv")
         return cls(
             index=index if isinstance(index, str) else integer(index),
-            status=string(raw.get("status")),
-            code=string(raw.get("code")),
-            message=string(raw.get("message")),
+            sequence=integer(raw.get("sequence")),
+            started=string(raw.get("started")),
             env_facts=obj(raw.get("env_facts")),
+            status=string(raw.get("status")),
             rounds=_rounds(raw.get("rounds")),
+            launch_argv=(
+                tuple(argv)
+                if isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+                else None
+            ),
             points=(
                 {str(k): PointRun.from_dict(obj(v)) for k, v in points.items()}
                 if isinstance(points, dict)
                 else None
             ),
+            code=string(raw.get("code")),
+            message=string(raw.get("message")),
+            finished=string(raw.get("finished")),
             summary=maybe_obj(raw.get("summary")),
             effective_config=maybe_obj(raw.get("effective_config")),
             extra=extra_keys(raw, cls),

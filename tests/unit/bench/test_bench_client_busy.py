@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.bench import phase
+from stackmatrix.bench import _cell, _launch
 from stackmatrix.bench.client import RoundOutcome
+from stackmatrix.records import LaunchRecord
 from stackmatrix.results import CellDir, PhaseResult, Status
 
 
@@ -18,31 +19,31 @@ def _state(tmp_path: Path, rounds: list[tuple[float, float]], point: bool = Fals
     if point:
         launch["points"] = {"c32": {"rounds": recs}}
     result = PhaseResult(phase="bench", cell="a", status=Status.OK, inputs_hash="h")
-    return phase._CellState(cell_id="a", cell_dir=CellDir(tmp_path, "a"), result=result,
-                            environment=None, launches=[launch])  # fmt: skip
+    return _cell.CellState(cell_id="a", cell_dir=CellDir(tmp_path, "a"), result=result,
+                           environment=None, launches=[LaunchRecord.from_dict(launch)])  # fmt: skip
 
 
 def test_a_busy_client_is_a_finding(tmp_path: Path) -> None:
-    (found,) = phase._busy_client(_state(tmp_path, [(0.2, 30.0), (0.73, 30.0)]))
+    (found,) = _cell.busy_client(_state(tmp_path, [(0.2, 30.0), (0.73, 30.0)]))
     assert found.code == "SM-BENCH-CLIENT-BUSY" and found.severity.value == "warn"
     assert "73% of a core" in found.message and found.details["client_cpu_share_max"] == 0.73
 
 
 def test_a_load_points_rounds_count_too(tmp_path: Path) -> None:
-    assert phase._busy_client(_state(tmp_path, [(0.9, 10.0)], point=True))
+    assert _cell.busy_client(_state(tmp_path, [(0.9, 10.0)], point=True))
 
 
 def test_a_calm_client_or_a_short_round_is_not(tmp_path: Path) -> None:
-    assert phase._busy_client(_state(tmp_path, [(0.3, 30.0), (0.5, 30.0)])) == []
+    assert _cell.busy_client(_state(tmp_path, [(0.3, 30.0), (0.5, 30.0)])) == []
     # a 0.2 s round is mostly the loop's and the connections' fixed cost
-    assert phase._busy_client(_state(tmp_path, [(0.95, 0.2)])) == []
+    assert _cell.busy_client(_state(tmp_path, [(0.95, 0.2)])) == []
 
 
 def test_a_busy_worker_is_named_among_calm_ones(tmp_path: Path) -> None:
     """With worker processes the busiest one counts: the others' calm hides nothing."""
     st = _state(tmp_path, [(0.8, 30.0)])
-    st.launches[0]["rounds"][0]["client_cpu_shares"] = [0.1, 0.8, 0.2]
-    (found,) = phase._busy_client(st)
+    st.launches[0].rounds[0].extra["client_cpu_shares"] = [0.1, 0.8, 0.2]
+    (found,) = _cell.busy_client(st)
     assert found.message.startswith("worker 2 of the benchmark client's 3 used 80% of a core")
     assert found.details["client_cpu_shares"] == [0.1, 0.8, 0.2]
     assert "bench.client_workers" in found.message
@@ -52,10 +53,9 @@ def test_each_workers_share_is_kept_and_the_busiest_is_the_figure() -> None:
     outcome = RoundOutcome(records=[], duration_s=10.0, t0=0.0, cpu_s=9.0,
                            worker_cpu_s=(2.0, 6.0, 1.0))  # fmt: skip
     figures: dict[str, Any] = {}
-    entry: dict[str, Any] = {}
-    phase._client_cpu(outcome, figures, entry)
+    entry = _launch.client_cpu(outcome, figures)
     assert figures["client_cpu_share"] == 0.6
     assert entry == {"client_workers": 3, "client_cpu_shares": [0.2, 0.6, 0.1]}
     in_process = RoundOutcome(records=[], duration_s=10.0, t0=0.0, cpu_s=3.0)
-    phase._client_cpu(in_process, figures, entry := {})
-    assert figures["client_cpu_share"] == 0.3 and entry == {}
+    assert _launch.client_cpu(in_process, figures) == {}
+    assert figures["client_cpu_share"] == 0.3

@@ -1,0 +1,190 @@
+"""One cell's bench result while the phase runs: its launches as they are recorded,
+a crash as its status, and what it says when it ends (summaries and findings)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmatrix._secrets import redact
+from stackmatrix.bench import metrics
+from stackmatrix.bench.engines import EffectiveConfig, Engine
+from stackmatrix.envs.base import Environment
+from stackmatrix.findings import Finding, Severity
+from stackmatrix.records import LaunchRecord, RoundRecord
+from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, Status, now_iso
+from stackmatrix.spec_model import Bench
+
+
+@dataclass(kw_only=True)
+class CellState:
+    """One cell's bench result while the phase runs."""
+
+    cell_id: str
+    cell_dir: CellDir
+    result: PhaseResult
+    environment: Environment | None
+    server_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    launches: list[LaunchRecord] = field(default_factory=list)
+    version: str | None = None
+    started_monotonic: float = field(default_factory=time.monotonic)
+
+    @property
+    def failed(self) -> bool:
+        return self.result.status is Status.FAILED
+
+
+def round_summary(rounds: Sequence[RoundRecord]) -> dict[str, float]:
+    """Each metric's median over the rounds of one launch (or of one load point in it)."""
+    return metrics.launch_summary([{"metrics": r.metrics} for r in rounds])
+
+
+def record_launch(
+    st: CellState,
+    launch: LaunchRecord,
+    config: EffectiveConfig | None,
+    *,
+    bench: Bench,
+    engine: Engine,
+    wl_hash: str,
+) -> None:
+    """A measured launch into the cell's bench.json, written at once (a crash or Ctrl-C
+    after it keeps it); a failed launch fails the cell."""
+    st.launches.append(launch)
+    data = st.result.data
+    data.update(
+        engine=engine.name,
+        engine_version=config.version if config else data.get("engine_version"),
+        workload_hash=wl_hash,
+        launches=[ln.to_dict() for ln in st.launches],
+    )
+    if config is not None:
+        data.update(effective_config=redact(config.flat), server_info=redact(config.raw))
+    data.setdefault("launch_argv", list(launch.launch_argv or ()))
+    if launch.status != "ok":
+        st.result.status = Status.FAILED
+        st.result.code = launch.code or "server_failed"
+        st.result.message = f"launch {launch.index}: {launch.message or ''}"
+        st.result.finished = now_iso()
+    _summarize(st.result.data, st.launches, bench)
+    st.result.duration_s = time.monotonic() - st.started_monotonic
+    st.cell_dir.write(st.result)
+
+
+def crashed(st: CellState, exc: Exception, what: str) -> None:
+    st.result.status = Status.FAILED
+    st.result.code = INTERNAL_ERROR
+    st.result.message = f"{what}: {st.cell_dir.crashed('bench', exc)}"
+    st.result.finished = now_iso()
+    st.result.duration_s = time.monotonic() - st.started_monotonic
+    st.cell_dir.write(st.result)
+
+
+def finish(st: CellState, bench: Bench) -> PhaseResult:
+    result = st.result
+    if result.status is Status.INTERRUPTED:
+        result.status = Status.OK
+        result.message = _ok_message(st.launches, bench)
+        result.finished = now_iso()
+    errors = sum(r.metrics["errors"] for ln in st.launches for r in ln.rounds)
+    result.findings = [*busy_client(st), *result.findings]
+    if errors:
+        result.findings = [
+            *result.findings,
+            Finding(
+                code="SM-BENCH-REQUEST-ERRORS",
+                severity=Severity.WARN,
+                cell=st.cell_id,
+                subject="bench",
+                message=(
+                    f"{errors} measured request(s) failed; their errors are in the "
+                    "requests-L*-R*.jsonl files next to bench.json"
+                ),
+                details={"errors": errors},
+            ),
+        ]
+    _summarize(result.data, st.launches, bench)
+    result.duration_s = time.monotonic() - st.started_monotonic
+    st.cell_dir.write(result)
+    return result
+
+
+CLIENT_BUSY = 0.5  # of one core: above it the client's own timing degrades (issue 17)
+CLIENT_BUSY_MIN_S = 2.0  # shorter rounds are dominated by fixed costs (loop, connections)
+
+
+def busy_client(st: CellState) -> list[Finding]:
+    """A round where the client (with worker processes: any one of them) used more than
+    half a core: what it measured may be the client's limit, not the server's (a
+    finding, never a silent number)."""
+    rounds = [
+        r
+        for ln in st.launches
+        for rounds in (ln.rounds, *(p.rounds for p in (ln.points or {}).values()))
+        for r in rounds
+        if float(r.metrics.get("duration_s", 0.0)) >= CLIENT_BUSY_MIN_S
+    ]
+    busiest = max(rounds, key=_cpu_share, default=None)
+    if busiest is None or _cpu_share(busiest) <= CLIENT_BUSY:
+        return []
+    share, per_worker = _cpu_share(busiest), busiest.extra.get("client_cpu_shares") or []
+    who = "the benchmark client"
+    details: dict[str, Any] = {"client_cpu_share_max": round(share, 3)}
+    if per_worker:
+        k = per_worker.index(max(per_worker)) + 1
+        who = f"worker {k} of the benchmark client's {len(per_worker)}"
+        details["client_cpu_shares"] = per_worker
+    return [
+        Finding(
+            code="SM-BENCH-CLIENT-BUSY",
+            severity=Severity.WARN,
+            cell=st.cell_id,
+            subject="bench",
+            message=(
+                f"{who} used {share:.0%} of a core in its busiest round "
+                f"of {CLIENT_BUSY_MIN_S:g} s or more (over {CLIENT_BUSY:.0%}): at that "
+                "load its timestamps degrade and it may measure itself rather than the "
+                'server; raise bench.client_workers (or set it to "auto"), lower the '
+                "load point's concurrency, or run the client on a machine with free cores"
+            ),
+            details=details,
+        )
+    ]
+
+
+def _cpu_share(rnd: RoundRecord) -> float:
+    return float(rnd.metrics.get("client_cpu_share", 0.0))
+
+
+def _ok_message(launches: Sequence[LaunchRecord], bench: Bench) -> str:
+    summary = _summary(launches)
+    tput = summary.get("output_throughput")
+    shown = f"{tput:.1f} tok/s" if tput is not None else "no throughput"
+    return f"{len(launches)} launch(es) x {bench.rounds} round(s): output {shown} (median)"
+
+
+def _summary(launches: Sequence[LaunchRecord]) -> dict[str, float]:
+    return metrics.cell_summary([ln.summary or {} for ln in launches if ln.status == "ok"])
+
+
+def _summarize(data: dict[str, Any], launches: Sequence[LaunchRecord], bench: Bench) -> None:
+    """The cell's summary, and one per load point (medians over the launches that ran)."""
+    data["summary"] = _summary(launches)
+    if not bench.points:
+        data.pop("points", None)
+        return
+    ok = [ln.points or {} for ln in launches if ln.status == "ok"]
+    data["points"] = {
+        pt.name: {
+            "metric": pt.metric,
+            "max_concurrency": pt.workload.max_concurrency,
+            "num_prompts": pt.workload.num_prompts,
+            "summary": metrics.cell_summary(
+                [done[pt.name].summary or {} for done in ok if pt.name in done]
+            ),
+        }
+        for pt in bench.points
+    }

@@ -1,0 +1,56 @@
+"""Warm-up launches: discarded, before the first measured one (issue 13)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+from stackmatrix.bench import workload
+from stackmatrix.bench._cell import CellState, crashed
+from stackmatrix.bench._launch import Points, run_launch
+from stackmatrix.bench.engines import Engine
+from stackmatrix.spec_model import Bench
+
+Progress = Callable[[str, str], None]
+
+
+def warm_up(
+    bench: Bench,
+    engine: Engine,
+    states: Mapping[str, CellState],
+    slots: Sequence[tuple[str, int]],
+    model: str,
+    wl: workload.WorkloadSet,
+    say: Progress,
+    points: Points = (),
+) -> None:
+    """`bench.warmup_launches` discarded launches of each cell that has launches to run,
+    in the schedule's order, before the first measured one: a machine's first server
+    launch pays for cold caches (files, GPU clocks, compile caches) that later launches
+    do not. Each runs one round of the headline and of each load point (what a JIT
+    compiles for a point's batch sizes, it compiles here, not in a measured launch);
+    it is recorded in bench.json under "warmup_launches"
+    and left out of every statistic. A failure here is recorded, not fatal: the
+    measured launches then fail (or not) on their own."""
+    if not bench.warmup_launches or engine.name == "external":
+        return
+    cells = list(dict.fromkeys(cid for cid, _ in slots))
+    one_round = dataclasses.replace(bench, rounds=1)
+    for w in range(1, bench.warmup_launches + 1):
+        for cid in cells:
+            st = states[cid]
+            if st.failed:
+                continue
+            say(cid, f"warm-up launch {w}/{bench.warmup_launches} (discarded)")
+            try:
+                run = run_launch(one_round, engine, st, f"W{w}", 0, model, wl, points)
+            except Exception as exc:  # as for a measured launch
+                crashed(st, exc, f"warm-up launch {w}")
+                say(cid, f"bench failed: {st.result.message}")
+                continue
+            launch = run.record(measured=False)
+            warm = [x for x in st.result.data.get("warmup_launches", []) if x["index"] != f"W{w}"]
+            st.result.data["warmup_launches"] = [*warm, launch.to_dict()]
+            st.cell_dir.write(st.result)
+            if launch.status != "ok":
+                say(cid, f"warm-up launch failed: {launch.message or ''}")
