@@ -1,0 +1,185 @@
+"""The [bench] table of a spec: the engine, the model, launches and rounds, the
+workload and its load points ([[bench.points]])."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any, Literal, cast
+
+from stackmatrix._validate import Problems, join
+from stackmatrix.spec._values import (
+    check_int,
+    check_list,
+    check_url,
+    get_choice,
+    get_float,
+    get_int,
+    get_str,
+    get_table,
+    or_default,
+)
+from stackmatrix.spec_model import ENGINES, METRICS, Bench, LoadPoint, Workload
+
+BENCH_KEYS = tuple(f.name for f in fields(Bench))
+WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))
+
+# Resource bounds (issue 16, defect 10): the workload is generated up front; each
+# bound is far above any real matrix.
+MAX_LAUNCHES = 1000  # launches, rounds (per cell)
+MAX_TOKENS = 1 << 20  # input_len, output_len (one request)
+MAX_PROMPTS = 1_000_000  # num_prompts, warmup, max_concurrency
+MAX_WORKLOAD_TOKENS = 100_000_000  # num_prompts x input_len, generated before the bench
+
+
+def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
+    if "bench" not in raw:
+        return None
+    b = get_table(raw, "bench", "", p)
+    p.unknown_keys("bench", b, BENCH_KEYS)
+    engine = get_choice(b, "engine", "bench", ENGINES, p) or "transformers"
+    model = get_str(b, "model", "bench", p, required=engine != "external") or ""
+    _check_model(b, model, p)
+    url = check_url(b.get("url"), "bench.url", p)
+    if engine == "external" and not url:
+        p.add("bench.url", 'engine = "external" needs url = "http://host:port"')
+    return Bench(
+        engine=cast(Any, engine),
+        model=model,
+        url=url,
+        server_args=tuple(check_list(b.get("server_args", []), "bench.server_args", p)),
+        launches=get_int(b, "launches", "bench", p, 1, MAX_LAUNCHES) or 1,
+        rounds=get_int(b, "rounds", "bench", p, 1, MAX_LAUNCHES) or 3,
+        warmup_launches=get_int(b, "warmup_launches", "bench", p, 0, MAX_LAUNCHES) or 0,
+        ready_timeout_s=or_default(get_float(b, "ready_timeout_s", "bench", p, 1, 86400), 600.0),
+        tokenizer=get_str(b, "tokenizer", "bench", p),
+        workload=_workload(b, p),
+        points=_points(b, p),
+        client_workers=_client_workers(b, p),
+    )
+
+
+MAX_CLIENT_WORKERS = 256
+
+
+def _client_workers(bench: Mapping[str, Any], p: Problems) -> int | Literal["auto"]:
+    """`bench.client_workers`: the client's worker processes, or "auto" (issue 17)."""
+    val = bench.get("client_workers", 1)
+    if val == "auto":
+        return "auto"
+    if isinstance(val, str):
+        p.add("bench.client_workers", f'{val!r}: expected a number of worker processes '
+              f'(1 to {MAX_CLIENT_WORKERS}) or "auto"')  # fmt: skip
+        return 1
+    return check_int(val, "bench.client_workers", p, 1, MAX_CLIENT_WORKERS) or 1
+
+
+# the models stackmatrix generates itself (pipeline._with_tiny_model)
+GENERATED_MODELS = ("stackmatrix:tiny-llama", "stackmatrix:tiny-llama-1b")
+
+
+def _check_model(bench: Mapping[str, Any], model: str, p: Problems) -> None:
+    """`model = ""` or a generated model that does not exist failed only at the bench,
+    after the builds (issue 16, item 17)."""
+    if "model" in bench and isinstance(bench["model"], str) and not model.strip():
+        p.add(
+            "bench.model", 'empty; name a model directory or hub name, or "stackmatrix:tiny-llama"'
+        )
+    elif model.startswith("stackmatrix:") and model not in GENERATED_MODELS:
+        p.add("bench.model", f"{model!r} is not a model stackmatrix generates; choose one of: "
+              f"{', '.join(GENERATED_MODELS)}")  # fmt: skip
+
+
+def _workload(bench: Mapping[str, Any], p: Problems) -> Workload:
+    w = get_table(bench, "workload", "bench", p)
+    path = "bench.workload"
+    p.unknown_keys(path, w, WORKLOAD_KEYS)
+    return _workload_from(w, path, p)
+
+
+POINT_KEYS = ("name", "metric", *WORKLOAD_KEYS)
+MAX_POINTS = 16
+_POINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,31}")
+
+
+def _points(bench: Mapping[str, Any], p: Problems) -> tuple[LoadPoint, ...]:
+    """`[[bench.points]]`: the headline workload's keys, some overridden, and a name."""
+    raw = bench.get("points", [])
+    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+        p.add("bench.points", f"expected an array of tables ([[bench.points]]), got {raw!r}")
+        return ()
+    if len(raw) > MAX_POINTS:
+        p.add("bench.points", f"{len(raw)} load points; at most {MAX_POINTS}")
+        return ()
+    base = get_table(bench, "workload", "bench", p)
+    out: list[LoadPoint] = []
+    for i, point in enumerate(raw):
+        path = join("bench.points", i)
+        p.unknown_keys(path, point, POINT_KEYS)
+        name = get_str(point, "name", path, p, required=True) or f"point{i + 1}"
+        if not _POINT_NAME.fullmatch(name):
+            p.add(join(path, "name"), f"{name!r}: letters, digits, '.', '_' or '-', at most "
+                  "32, starting with a letter or digit (it names files)")  # fmt: skip
+        elif name in {x.name for x in out}:
+            p.add(join(path, "name"), f"{name!r} names two load points")
+        metric = get_choice(point, "metric", path, METRICS, p) or "output_throughput"
+        overrides = {k: v for k, v in point.items() if k not in ("name", "metric")}
+        workload = _point_workload(base, overrides, path, p)
+        out.append(LoadPoint(name=name, workload=workload, metric=metric))
+    return tuple(out)
+
+
+def _point_workload(
+    base: Mapping[str, Any], overrides: Mapping[str, Any], path: str, p: Problems
+) -> Workload:
+    """The headline's keys with the point's overrides. A problem of a headline key is
+    said once, under bench.workload, not again for every point: only the point's own
+    keys and the workload as a whole are judged here."""
+    mine = Problems()
+    workload = _workload_from({**base, **overrides}, path, mine)
+    own = tuple(join(path, key) + ":" for key in overrides)
+    for item in mine.items:
+        if item.startswith(own) or item.startswith(path + ":"):
+            p.items.append(item)
+    return workload
+
+
+def _workload_from(w: Mapping[str, Any], path: str, p: Problems) -> Workload:
+    d = Workload()
+    kind = get_choice(w, "kind", path, ("random", "file"), p) or d.kind
+    file = get_str(w, "path", path, p)
+    if kind == "file" and not file:
+        p.add(join(path, "path"), 'kind = "file" needs path = "prompts.jsonl"')
+    ignore_eos = w.get("ignore_eos", d.ignore_eos)
+    if not isinstance(ignore_eos, bool):
+        p.add(join(path, "ignore_eos"), f"expected true or false, got {ignore_eos!r}")
+        ignore_eos = d.ignore_eos
+    rate = get_float(w, "request_rate", path, p, 0.0001, math.inf)
+
+    def num(key: str, default: int, minimum: int = 1, maximum: int | None = None) -> int:
+        value = get_int(w, key, path, p, minimum, maximum)
+        return default if value is None else value
+
+    workload = Workload(
+        kind=cast(Any, kind),
+        input_len=num("input_len", d.input_len, maximum=MAX_TOKENS),
+        output_len=num("output_len", d.output_len, maximum=MAX_TOKENS),
+        range_ratio=or_default(get_float(w, "range_ratio", path, p, 0.0, 1.0), d.range_ratio),
+        num_prompts=num("num_prompts", d.num_prompts, maximum=MAX_PROMPTS),
+        max_concurrency=num("max_concurrency", d.max_concurrency, maximum=MAX_PROMPTS),
+        request_rate=rate if rate is not None else d.request_rate,
+        seed=num("seed", d.seed, minimum=0),
+        ignore_eos=ignore_eos,
+        path=file,
+        warmup=num("warmup", d.warmup, minimum=0, maximum=MAX_PROMPTS),
+        request_timeout_s=or_default(
+            get_float(w, "request_timeout_s", path, p, 0.1, 86400), d.request_timeout_s
+        ),
+    )
+    tokens = workload.num_prompts * workload.input_len
+    if tokens > MAX_WORKLOAD_TOKENS:
+        p.add(path, f"num_prompts x input_len = {tokens} prompt tokens, generated before "
+              f"the bench; at most {MAX_WORKLOAD_TOKENS}")  # fmt: skip
+    return workload

@@ -1,0 +1,284 @@
+"""The cells of a spec: its [[cell]] tables and the expansion of its [axes] (with
+include and exclude, as GitHub Actions does), each cell's layers merged and checked."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from stackmatrix._validate import Problems, join, type_name
+from stackmatrix.spec._values import (
+    ID_RE,
+    check_bool,
+    check_choice,
+    check_env,
+    check_int,
+    check_list,
+    check_opt,
+    check_pins,
+    check_str,
+    check_url,
+    check_urls,
+    duplicates,
+    get_table,
+    get_table_list,
+)
+from stackmatrix.spec_model import BACKENDS, Cell
+
+_PY_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
+_CUDA_RE = re.compile(r"^\d{2}\.\d$")
+_TORCH_BACKEND_RE = re.compile(r"^(auto|cpu|cu\d{2,3}|rocm[\d.]+|xpu)$")
+
+LIST_FIELDS = ("pins", "extra_index_urls", "find_links", "server_args", "runs_on", "ca_certs")
+CELL_KEYS = tuple(f.name for f in fields(Cell) if f.name != "axes")
+
+MAX_CELLS = 1000  # the spec is expanded whole (issue 16, defect 10)
+
+
+def explicit_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems) -> list[Cell]:
+    tables = raw.get("cell", [])
+    if not isinstance(tables, list):
+        p.add("cell", f"expected an array of tables ([[cell]]), got {type_name(tables)}")
+        return []
+    cells = []
+    for i, table in enumerate(tables):
+        path = join("cell", i)
+        if not isinstance(table, dict):
+            p.add(path, f"expected a table, got {type_name(table)}")
+            continue
+        p.unknown_keys(path, table, CELL_KEYS)
+        if "id" not in table:
+            p.add(join(path, "id"), 'every [[cell]] needs an id, e.g. id = "cu128"')
+            continue
+        cell = _make_cell([("defaults", defaults), (path, table)], (), p)
+        if cell is not None:
+            cells.append(cell)
+    return cells
+
+
+def axis_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems) -> list[Cell]:
+    axes = get_table(raw, "axes", "", p)
+    include = get_table_list(raw, "include", p)
+    exclude = get_table_list(raw, "exclude", p)
+    if not axes:
+        if include or exclude:
+            p.add("include" if include else "exclude", "include/exclude need an [axes] table")
+        return []
+    bad = [name for name in axes if not ID_RE.match(name)]
+    for name in bad:  # "__include__" once broke the expansion with a traceback
+        p.add(join("axes", name), f"axis name {name!r} must match {ID_RE.pattern}")
+    if bad:
+        return []
+    values = {name: _axis_values(name, vals, p) for name, vals in axes.items()}
+    if any(not v for v in values.values()):
+        return []
+    size = math.prod(len(v) for v in values.values())
+    if size > MAX_CELLS:  # before expanding: 1000 x 1000 axes once hung here
+        sizes = " x ".join(str(len(v)) for v in values.values())
+        p.add("axes", f"the axes expand to {size} combinations ({sizes}); at most "
+              f"{MAX_CELLS} cells: split the matrix into several specs")  # fmt: skip
+        return []
+    product = itertools.product(*values.values())
+    combos = [dict(zip(values, combo, strict=True)) for combo in product]
+    combos = [c for c in combos if not any(_matches(c, ex) for ex in exclude)]
+    _check_excludes(values, exclude, p)
+    extra_cells = _apply_includes(combos, values, include, p)
+    if not combos and not extra_cells:
+        p.add("axes", "the axes expand to no cell at all (exclude removed every combination)")
+    cells = []
+    for combo in combos:
+        cell = _combo_cell(combo, values, defaults, p)
+        if cell is not None:
+            cells.append(cell)
+    return cells + extra_cells
+
+
+AxisEntry = tuple[str, dict[str, Any]]  # (label, cell fields)
+
+
+def _axis_values(name: str, vals: Any, p: Problems) -> list[AxisEntry]:
+    path = join("axes", name)
+    if not isinstance(vals, list):
+        p.add(path, f"an axis is an array of values, got {type_name(vals)}")
+        return []
+    if not vals:
+        p.add(path, "this axis has no values, so the matrix would be empty")
+        return []
+    entries = []
+    for i, val in enumerate(vals):
+        entry = _axis_entry(name, i, val, p)
+        if entry is not None:
+            entries.append(entry)
+    labels = [label for label, _ in entries]
+    for dup in duplicates(labels):
+        p.add(path, f"label {dup!r} appears twice; labels of an axis must be unique")
+    return entries
+
+
+def _axis_entry(axis: str, i: int, val: Any, p: Problems) -> AxisEntry | None:
+    path = join(join("axes", axis), i)
+    if isinstance(val, dict):
+        body = {k: v for k, v in val.items() if k != "label"}
+        p.unknown_keys(path, body, [k for k in CELL_KEYS if k != "id"] + ["label"])
+        label = val.get("label", f"{axis}{i}")
+        if not isinstance(label, str) or not ID_RE.match(label):
+            p.add(join(path, "label"), f"label {label!r} must match {ID_RE.pattern}")
+            return None
+        return label, body
+    if axis not in CELL_KEYS or axis == "id":
+        p.add(path, f"axis {axis!r} is not a cell field, so its values must be tables of cell "
+              f"fields (e.g. {{label = \"a\", pins = [...]}}); got {val!r}")  # fmt: skip
+        return None
+    label = str(val).replace(" ", "_")
+    if not ID_RE.match(label):
+        p.add(path, f"value {val!r} cannot be part of a cell id; use a table with a label")
+        return None
+    return label, {axis: val}
+
+
+def _matches(combo: Mapping[str, AxisEntry], selector: Mapping[str, Any]) -> bool:
+    return all(k in combo and combo[k][0] == str(v) for k, v in selector.items())
+
+
+def _check_excludes(values: Mapping[str, list[AxisEntry]], exclude: list[dict[str, Any]],
+                    p: Problems) -> None:  # fmt: skip
+    for i, ex in enumerate(exclude):
+        for key, val in ex.items():
+            if key not in values:
+                p.unknown_keys(join("exclude", i), {key: val}, list(values))
+            elif str(val) not in [label for label, _ in values[key]]:
+                p.add(join(join("exclude", i), key), f"{val!r} is not a label of axis {key!r}")
+
+
+def _apply_includes(combos: list[dict[str, Any]], values: Mapping[str, list[AxisEntry]],
+                    include: list[dict[str, Any]], p: Problems) -> list[Cell]:  # fmt: skip
+    """GitHub-Actions semantics: an include that matches combinations extends them;
+    one that matches none is a cell of its own (it then needs an id)."""
+    extra: list[Cell] = []
+    for i, inc in enumerate(include):
+        path = join("include", i)
+        selector = {k: v for k, v in inc.items() if k in values}
+        body = {k: v for k, v in inc.items() if k not in values}
+        p.unknown_keys(path, body, CELL_KEYS)
+        hits = [c for c in combos if selector and _matches(c, selector)]
+        for combo in hits:
+            combo.setdefault("__include__", []).append((path, body))
+        if hits:
+            continue
+        if "id" not in body:
+            p.add(path, "this include matches no combination of the axes, so it adds a cell "
+                  "and needs an id")  # fmt: skip
+            continue
+        cell = _make_cell([(path, body)], (), p)
+        if cell is not None:
+            extra.append(cell)
+    return extra
+
+
+def _combo_cell(combo: dict[str, Any], values: Mapping[str, list[AxisEntry]],
+                defaults: dict[str, Any], p: Problems) -> Cell | None:  # fmt: skip
+    layers: list[tuple[str, dict[str, Any]]] = [("defaults", defaults)]
+    labels = []
+    for axis in values:
+        label, body = combo[axis]
+        labels.append((axis, label))
+        layers.append((join("axes", axis), body))
+    layers += combo.get("__include__", [])
+    cell_id = "-".join(label for _, label in labels)
+    if not any("id" in body for _, body in layers):
+        layers.append(("axes", {"id": cell_id}))
+    return _make_cell(layers, tuple(labels), p)
+
+
+# ---------------------------------------------------------------- one cell
+
+
+def _merge(layers: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Later layers override scalars, extend lists (a later pin of the same package
+    replaces the earlier one) and merge env tables. Returns values and their paths."""
+    merged: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    for path, body in layers:
+        for key, val in body.items():
+            where[key] = join(path, key)
+            if key == "pins" and isinstance(val, list) and isinstance(merged.get(key), list):
+                merged[key] = _merge_pins(merged[key], val)
+            elif key in LIST_FIELDS and isinstance(val, list) and isinstance(merged.get(key), list):
+                merged[key] = [*merged[key], *val]
+            elif key == "env" and isinstance(val, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **val}
+            else:
+                merged[key] = val
+    return merged, where
+
+
+def _merge_pins(old: list[Any], new: list[Any]) -> list[Any]:
+    names = {_pin_name(x) for x in new} - {None}
+    return [x for x in old if _pin_name(x) not in names] + new
+
+
+def _pin_name(pin: Any) -> str | None:
+    try:
+        return canonicalize_name(Requirement(pin).name) if isinstance(pin, str) else None
+    except InvalidRequirement:
+        return None
+
+
+def _make_cell(layers: list[tuple[str, dict[str, Any]]], axes: tuple[tuple[str, str], ...],
+               p: Problems) -> Cell | None:  # fmt: skip
+    v, where = _merge(layers)
+    before = len(p.items)
+
+    def path(key: str) -> str:
+        return where.get(key, key)
+
+    cell_id = check_str(v.get("id"), path("id"), p, pattern=ID_RE, what="a cell id")
+    kwargs: dict[str, Any] = {
+        "id": cell_id,
+        "python": check_str(v.get("python", "3.11"), path("python"), p, _PY_RE, "3.X"),
+        "cuda": check_opt(v, "cuda", path, p, _CUDA_RE, "major.minor, e.g. 12.8"),
+        "backend": check_choice(v.get("backend", "venv"), path("backend"), BACKENDS, p),
+        "base_image": check_opt(v, "base_image", path, p),
+        "pins": tuple(check_pins(v.get("pins", []), path("pins"), p)),
+        "index_url": check_url(v.get("index_url"), path("index_url"), p),
+        "extra_index_urls": tuple(check_urls(v, "extra_index_urls", path, p)),
+        "find_links": tuple(check_urls(v, "find_links", path, p)),
+        "torch_backend": check_opt(v, "torch_backend", path, p, _TORCH_BACKEND_RE, "cpu/cu128"),
+        "env": check_env(v.get("env", {}), path("env"), p),
+        "server_args": tuple(check_list(v.get("server_args", []), path("server_args"), p)),
+        "runs_on": tuple(check_list(v.get("runs_on", []), path("runs_on"), p)),
+        "gpus": check_int(v.get("gpus", 0), path("gpus"), p, minimum=0),
+        "ca_certs": tuple(check_list(v.get("ca_certs", []), path("ca_certs"), p)),
+        "inherit": check_opt(v, "inherit", path, p, _INHERIT_RE, '"current" or /abs/python'),
+        **{k: check_bool(v.get(k, False), path(k), p) for k in _LAYER_FLAGS},
+        "description": check_str(v.get("description", ""), path("description"), p) or "",
+        "axes": axes,
+    }
+    _check_layering(kwargs, path, p)
+    if len(p.items) != before:
+        return None
+    return Cell(**kwargs)
+
+
+_LAYER_FLAGS = ("offline", "no_deps")
+_INHERIT_RE = re.compile(r"^(current|/[^\x00]*)$")
+
+
+def _check_layering(kwargs: Mapping[str, Any], path: Callable[[str], str], p: Problems) -> None:
+    backend = kwargs.get("backend")
+    for flag in ("inherit", *_LAYER_FLAGS):
+        if kwargs.get(flag) and backend not in (None, "venv"):
+            p.add(path(flag), f"applies to the venv backend only, not {backend!r}")
+    if kwargs.get("offline") and not kwargs.get("find_links") and kwargs.get("pins"):
+        p.add(
+            path("offline"),
+            "an offline cell installs only from find_links: add the wheel directory, "
+            'e.g. find_links = ["/opt/wheels"]',
+        )

@@ -1,0 +1,147 @@
+"""A spec file read and checked whole: its top-level keys, its cells (cells.py), its
+bench (bench.py) and report (report.py) tables, every problem collected and said at once."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from stackmatrix._validate import Problems
+from stackmatrix.errors import SpecError
+from stackmatrix.spec._values import (
+    ID_RE,
+    check_str,
+    duplicates,
+    get_choice,
+    get_int,
+    get_str,
+    get_str_list,
+    get_table,
+)
+from stackmatrix.spec.bench import parse_bench
+from stackmatrix.spec.cells import CELL_KEYS, MAX_CELLS, axis_cells, explicit_cells
+from stackmatrix.spec.report import parse_report
+from stackmatrix.spec_model import ORDERS, Cell, Spec
+
+_TARGET_RE = re.compile(r"^sm_\d{2,3}[af]?$")
+
+TOP_KEYS = (
+    "name", "description", "baseline", "targets", "driver", "order", "order_seed",
+    "defaults", "cell", "axes", "include", "exclude", "bench", "report",
+)  # fmt: skip
+
+# Resource bounds (issue 16, defect 10): a spec is read whole and expanded whole, and
+# its workload is generated up front; each bound is far above any real matrix.
+MAX_SPEC_BYTES = 1 << 20
+
+
+def load_spec(path: Path) -> Spec:
+    """Read `path`; raise SpecError listing every problem."""
+    try:
+        raw = tomllib.loads(_read_spec(path))
+    except FileNotFoundError as exc:
+        raise SpecError(str(path), [f"file not found: {path}"]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(str(path), [f"not valid TOML: {exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"not UTF-8 text (TOML must be): {exc}"]) from exc
+    except RecursionError as exc:
+        raise SpecError(str(path), ["values nested too deeply to read"]) from exc
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read the spec: {exc.strerror}"]) from exc
+    return parse_spec(raw, path=str(path))
+
+
+def _read_spec(path: Path) -> str:
+    """At most MAX_SPEC_BYTES of a regular file: /dev/zero never ends and a FIFO blocks
+    until someone writes (issue 16, defect 10)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise SpecError(str(path), ["not a regular file (a FIFO, a device or a socket)"])
+    with path.open("rb") as fh:
+        data = fh.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(str(path), [f"larger than {MAX_SPEC_BYTES} bytes; not a matrix spec"])
+    return data.decode("utf-8")
+
+
+def _spec_name(raw: Mapping[str, Any], p: Problems) -> str:
+    """The name becomes a directory under --reports-dir: one plain name, so that
+    "../../x" or "/abs/x" cannot put results elsewhere (issue 16, defect 6)."""
+    if "name" not in raw:
+        p.add("name", 'missing; add name = "..."')
+        return "unnamed"
+    what = "a plain name (it names the results directory)"
+    return check_str(raw["name"], "name", p, ID_RE, what) or "unnamed"
+
+
+def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
+    problems = Problems()
+    problems.unknown_keys("", raw, TOP_KEYS)
+    name = _spec_name(raw, problems)
+    defaults = get_table(raw, "defaults", "", problems)
+    problems.unknown_keys("defaults", defaults, CELL_KEYS)
+    if "id" in defaults:
+        problems.add("defaults.id", "a default cell id makes no sense; give each cell its own id")
+    cells = explicit_cells(raw, defaults, problems) + axis_cells(raw, defaults, problems)
+    if not cells and not problems:
+        problems.add("cell", "the spec defines no cells; add [[cell]] tables or [axes]")
+    _check_unique(_raw_ids(raw) + [c.id for c in cells if c.axes], problems)
+    baseline = _baseline(raw, cells, problems)
+    targets = tuple(
+        get_str_list(raw, "targets", "", problems, pattern=_TARGET_RE, what="sm_XY[a|f]")
+    )
+    bench = parse_bench(raw, problems)
+    report = parse_report(raw, problems)
+    order = get_choice(raw, "order", "", ORDERS, problems)
+    order_seed = get_int(raw, "order_seed", "", problems, minimum=0)
+    if problems:
+        raise SpecError(path, problems.items)
+    return Spec(
+        name=name,
+        path=path,
+        baseline=baseline,
+        cells=tuple(cells),
+        targets=targets,
+        driver=get_str(raw, "driver", "", problems),
+        description=get_str(raw, "description", "", problems) or "",
+        bench=bench,
+        report=report,
+        order=cast(Any, order or "interleaved"),
+        order_seed=order_seed if order_seed is not None else 0,
+    )
+
+
+def _raw_ids(raw: Mapping[str, Any]) -> list[str]:
+    tables = raw.get("cell", [])
+    if not isinstance(tables, list):
+        return []
+    return [t["id"] for t in tables if isinstance(t, dict) and isinstance(t.get("id"), str)]
+
+
+def _check_unique(ids: list[str], p: Problems) -> None:
+    if len(ids) > MAX_CELLS:
+        p.add("cell", f"the spec defines {len(ids)} cells; at most {MAX_CELLS}: split the "
+              "matrix into several specs")  # fmt: skip
+    for dup in duplicates(ids):
+        p.add("cell", f"cell id {dup!r} is used by more than one cell; ids must be unique")
+
+
+def _baseline(raw: Mapping[str, Any], cells: list[Cell], p: Problems) -> str:
+    ids = [c.id for c in cells]
+    if "baseline" not in raw:
+        if len(ids) > 1:
+            p.add("baseline", f"missing; name the production cell, one of: {', '.join(ids)}")
+        return ids[0] if ids else ""
+    base = check_str(raw["baseline"], "baseline", p)
+    if base is None:
+        return ""
+    if ids and base not in ids:
+        import difflib
+
+        close = difflib.get_close_matches(base, ids, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; cells are: {', '.join(ids)}"
+        p.add("baseline", f"{base!r} is not a cell{hint}")
+    return base
