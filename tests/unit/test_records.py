@@ -96,6 +96,21 @@ def test_a_launch_reads_its_rounds_and_load_points() -> None:
     assert launch.values("tok_s", point="c64") == []
 
 
+def test_a_launch_is_written_with_its_keys_in_the_order_bench_json_has() -> None:
+    """bench/ writes launches through `to_dict`: a failed one (teardown null, as when no
+    server started) comes back key for key and in the same order."""
+    raw = {
+        "index": 1, "sequence": 3, "started": "t0", "env_facts": {"before": {}, "after": {}},
+        "status": "failed", "rounds": [{"index": 1, "metrics": {}, "requests_file": "r",
+        "warmup_errors": 0, "client_workers": 2, "client_cpu_shares": [0.1, 0.2]}],
+        "launch_argv": ["serve"], "points": {"c4": {"rounds": [], "summary": {}}},
+        "code": "server_failed", "message": "died", "teardown": None, "finished": "t1",
+        "summary": {}, "effective_config": {"k": 1},
+    }  # fmt: skip
+    written = LaunchRecord.from_dict(raw).to_dict()
+    assert json.dumps(written) == json.dumps(raw)
+
+
 def test_old_and_odd_launches_read_with_defaults() -> None:
     """A warm-up launch is indexed "W1"; an old one may lack status and rounds; a
     failed launch keeps the rounds it finished but is no sample of a verdict."""
