@@ -157,3 +157,38 @@ def _redact_file(path: Path, literals: list[str]) -> None:
 def has_credentials(*values: str) -> bool:
     """Whether any of `values` (URLs, pins) carries something redact_text would hide."""
     return any(redact_text(v) != v for v in values)
+
+
+def redact_spec_text(text: str) -> str:
+    """A spec's TOML text with secret values hidden: `KEY = "value"` under a secret name
+    (an inline env table's too), the value after a secret flag in a server-args array,
+    and every credential-shaped string (a URL's password, a token's shape)."""
+    text = _SECRET_ASSIGNMENT.sub(_hide_secret_value, text)
+    return redact_text(_SECRET_FLAG.sub(_hide_flag_value, text))
+
+
+# `KEY = "value"` in TOML, also inside an inline table such as env = { KEY = "value" }
+_SECRET_ASSIGNMENT = re.compile(
+    r"""(["']?)([A-Za-z0-9_.\-]+)\1(\s*=\s*)("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+)
+
+
+def _hide_secret_value(match: re.Match[str]) -> str:
+    quote, key, eq, _ = match.groups()
+    return f'{quote}{key}{quote}{eq}"{REDACTED}"' if is_secret_name(key) else match.group(0)
+
+
+# a server arg in a TOML array: "--api-key", "value" or "--api-key=value"
+_SECRET_FLAG = re.compile(
+    r"""(["'])(--?[A-Za-z0-9_.\-]+)(=[^"'\n]*)?\1(\s*,\s*)?(["'][^"'\n]*["'])?"""
+)
+
+
+def _hide_flag_value(match: re.Match[str]) -> str:
+    quote, flag, inline, comma, following = match.groups()
+    if not is_secret_name(flag.lstrip("-")):
+        return match.group(0)
+    hidden = f'"{REDACTED}"' if following else ""
+    if inline:
+        return f"{quote}{flag}={REDACTED}{quote}{comma or ''}{following or ''}"
+    return f"{quote}{flag}{quote}{comma or ''}{hidden}"

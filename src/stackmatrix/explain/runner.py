@@ -52,6 +52,7 @@ class Context:
     definitions: dict[str, dict[str, Any]]
     launches: int | None
     warmup: int | None = None  # warm-up requests per launch in the rounds (None: the run's)
+    note: str = ""  # said in the explanation's notes
 
 
 def explain_cell(
@@ -152,20 +153,51 @@ def _context(
         raise UsageError(f"no cell {cell!r} in {results.path} (cells: {known})")
     if cell == results.baseline:
         raise UsageError(f"{cell!r} is the baseline: explain a cell that differs from it")
-    spec_file = results.path / layout.SPEC_TOML
-    try:
-        raw = tomllib.loads(spec_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ResultsError(f"cannot read {spec_file}: {exc}") from exc
     original = Path(str(results.run.get("spec_path") or ""))
     spec_dir = original.resolve().parent if original.is_file() else results.path
     definitions = {c.id: dict(c.definition) for c in results.cells if c.definition}
+    unredacted = _original_spec(original, str(results.run.get("spec_hash") or ""))
+    if unredacted is not None:
+        # the spec as run, secrets included (the results hold it with them hidden)
+        raw, definitions = unredacted[0], {**definitions, **unredacted[1]}
+        note = ""
+    else:
+        spec_file = results.path / layout.SPEC_TOML
+        try:
+            raw = tomllib.loads(spec_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ResultsError(f"cannot read {spec_file}: {exc}") from exc
+        note = (
+            f"the spec as run ({original}) is not here or has changed: revert cells are "
+            "built from the results' copy, whose secret values (index credentials, "
+            "secret env) are hidden"
+        )
     for needed in (cell, results.baseline):
         if needed not in definitions:
             raise ResultsError(f"plan.json of {results.path} has no definition of {needed!r}")
     return Context(run_dir=results.path, cell=cell, baseline=results.baseline, metric=metric,
                    thresholds=th, raw_spec=raw, spec_dir=spec_dir, definitions=definitions,
-                   launches=launches)  # fmt: skip
+                   launches=launches, note=note)  # fmt: skip
+
+
+def _original_spec(
+    path: Path, digest: str
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
+    """The original spec's TOML and cell definitions, when it is still the one run."""
+    import hashlib
+
+    from stackmatrix.plan import cell_definition
+    from stackmatrix.spec import load_spec
+
+    try:
+        data = path.read_bytes() if path.is_file() else b""
+        if not data or hashlib.sha256(data).hexdigest() != digest:
+            return None
+        spec = load_spec(path)
+        raw = tomllib.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, StackmatrixError):
+        return None
+    return raw, {c.id: cell_definition(c) for c in spec.cells}
 
 
 def _engine(results: RunResults, cell: str) -> str:
@@ -333,7 +365,7 @@ def _explanation(
             for meta, effects in zip(rounds, result.rounds, strict=True)
         ],
         "cannot_isolate": [{"key": k, "why": why} for k, why in derived.cannot],
-        "notes": list(derived.notes),
+        "notes": [*derived.notes, *([ctx.note] if ctx.note else [])],
         "revert_cells": sum(len(r["cells"]) for r in rounds),
         "launches": sum(int(r["launches"]) for r in rounds),
         "sentences": sentences(ctx.cell, ctx.baseline, result),

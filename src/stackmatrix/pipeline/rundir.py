@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stackmatrix import __version__, _atomic, _nofollow, layout
+from stackmatrix._secrets import redact_spec_text
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline.options import RunOptions
 from stackmatrix.plan import PlannedCell, make_plan
@@ -134,7 +135,10 @@ def run_identity() -> str | None:
 
 def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -> None:
     spec_path = Path(opts.spec.path)
-    _atomic.write_bytes(run.path / layout.SPEC_TOML, spec_path.read_bytes())
+    # the spec as run, its secret values hidden: results travel (CI artifacts, merges);
+    # `explain` reads the original spec, found by its path and digest (run.json)
+    spec_text = spec_path.read_bytes().decode("utf-8")  # load_spec decoded it already
+    _atomic.write_bytes(run.path / layout.SPEC_TOML, redact_spec_text(spec_text).encode())
     previous = RunRecord.read(run) if run.run_json.exists() else RunRecord()
     cells = sorted(set(previous.cells) | {pc.cell.id for pc in planned})
     policy = opts.spec.report

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _nofollow, _shapes, layout
-from stackmatrix._secrets import REDACTED, is_secret_name, redact, redact_text
+from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
 from stackmatrix.records import BenchData, BuildData, CheckData, PlanCell, PointInfo, RunRecord
@@ -159,35 +158,7 @@ def _read_text(path: Path, problems: list[str]) -> str | None:
     except ResultsError as exc:
         problems.append(exc.message)
         return None
-    text = _SECRET_ASSIGNMENT.sub(_hide_secret_value, text)
-    return redact_text(_SECRET_FLAG.sub(_hide_flag_value, text))
-
-
-# `KEY = "value"` in TOML, also inside an inline table such as env = { KEY = "value" }
-_SECRET_ASSIGNMENT = re.compile(
-    r"""(["']?)([A-Za-z0-9_.\-]+)\1(\s*=\s*)("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
-)
-
-
-def _hide_secret_value(match: re.Match[str]) -> str:
-    quote, key, eq, _ = match.groups()
-    return f'{quote}{key}{quote}{eq}"{REDACTED}"' if is_secret_name(key) else match.group(0)
-
-
-# a server arg in a TOML array: "--api-key", "value" or "--api-key=value"
-_SECRET_FLAG = re.compile(
-    r"""(["'])(--?[A-Za-z0-9_.\-]+)(=[^"'\n]*)?\1(\s*,\s*)?(["'][^"'\n]*["'])?"""
-)
-
-
-def _hide_flag_value(match: re.Match[str]) -> str:
-    quote, flag, inline, comma, following = match.groups()
-    if not is_secret_name(flag.lstrip("-")):
-        return match.group(0)
-    hidden = f'"{REDACTED}"' if following else ""
-    if inline:
-        return f"{quote}{flag}={REDACTED}{quote}{comma or ''}{following or ''}"
-    return f"{quote}{flag}{quote}{comma or ''}{hidden}"
+    return redact_spec_text(text)
 
 
 _PLAN_CELL = {"id": str, "content_hash": str, "definition": {}, "differs_from_baseline": {}}

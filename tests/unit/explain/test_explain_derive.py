@@ -175,3 +175,36 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
     assert "explain cu130: no GPU left" in capsys.readouterr().err
     md = (run / "matrix.md").read_text()
     assert "#### cu130: failed in round 1: no GPU left" in md
+
+
+def test_revert_cells_come_from_the_spec_as_run_not_its_redacted_copy(tmp_path: Path) -> None:
+    import hashlib
+
+    from stackmatrix.explain.runner import prepare
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    ctx, _ = prepare(run, "cu130", None)
+    assert "is not here or has changed" in ctx.note  # no original spec: the copy, said
+    # the original spec, still the one run (same digest), with a credential in it
+    original = tmp_path / "kimi.toml"
+    secret = "https://ci:s3cr3t-token@index.example/simple"  # noqa: S105 - planted
+    text = (
+        (run / "spec.toml")
+        .read_text()
+        .replace(
+            'torch_backend = "cu130"', f'torch_backend = "cu130"\nextra_index_urls = ["{secret}"]'
+        )
+    )
+    original.write_text(text)
+    record = json.loads((run / "run.json").read_text())
+    record.update(
+        spec_path=str(original), spec_hash=hashlib.sha256(original.read_bytes()).hexdigest()
+    )
+    (run / "run.json").write_text(json.dumps(record))
+    ctx, _ = prepare(run, "cu130", None)
+    assert ctx.note == "" and ctx.raw_spec["cell"][1]["extra_index_urls"] == [secret]
+    assert ctx.definitions["cu130"]["extra_index_urls"] == [secret]  # builds can use it
+    original.write_text(text + "\n# edited since\n")  # changed since: the copy again
+    ctx, _ = prepare(run, "cu130", None)
+    assert "is not here or has changed" in ctx.note
