@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from stackmatrix.compat import _data
 from stackmatrix.compat.fatbin import FatbinEntry
+from stackmatrix.findings import Finding, Severity
 
 Coverage = Literal["native", "ptx", "none", "n/a"]
 _RANK: dict[str, int] = {"none": 0, "ptx": 1, "native": 2}
@@ -209,3 +210,106 @@ def unused_cuda_variant(
     relpath: str, rules: Sequence[CudaVariantRule], torch_major: int | None
 ) -> str | None:
     return next((w for r in rules if (w := r.not_loaded(relpath, torch_major))), None)
+
+
+# --- across extensions: the coverage of each target, its findings -------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchCoverage:
+    per_target: dict[str, dict[str, str]]
+    summary: dict[str, str]
+    not_loaded: dict[str, list[str]]
+    optional: dict[str, str]  # relpath -> feature it serves
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "coverage": self.per_target,
+            "target_summary": self.summary,
+            "not_loaded": self.not_loaded,
+            "optional": self.optional,
+        }
+
+
+def coverage_of(
+    extensions: Sequence[tuple[str, Sequence[FatbinEntry]]],
+    targets: Sequence[str],
+    rules: Sequence[LoaderRule],
+    optional: Sequence[OptionalRule],
+) -> ArchCoverage:
+    """What the GPU code of `extensions` ((relpath, fatbin entries), in order) covers
+    on each target, leaving out those a loader rule does not load there."""
+    per_target: dict[str, dict[str, str]] = {}
+    summary: dict[str, str] = {}
+    not_loaded: dict[str, list[str]] = {}
+    features = {rel: f for rel, _ in extensions if (f := optional_feature(rel, optional))}
+    for text in targets:
+        target = parse_target(text)
+        per: dict[str, Coverage] = {}
+        for rel, fatbin in extensions:
+            if not fatbin:
+                continue
+            if not loaded_on(rel, target, rules):
+                not_loaded.setdefault(text, []).append(rel)
+                continue
+            per[rel] = judge(fatbin, target)
+        per_target[text] = dict(per)
+        summary[text] = worst(v for k, v in per.items() if k not in features)
+    return ArchCoverage(
+        per_target=per_target, summary=summary, not_loaded=not_loaded, optional=features
+    )
+
+
+def coverage_findings(cov: ArchCoverage, cell: str | None) -> list[Finding]:
+    """SM-ARCH-OPTIONAL, SM-ARCH-NONE, SM-ARCH-PTX-ONLY per target and extension."""
+    out: list[Finding] = []
+    for target, per in cov.per_target.items():
+        for rel, value in sorted(per.items()):
+            feature = cov.optional.get(rel)
+            said = _arch_problem(rel, target, value, feature)
+            if said is None:
+                continue
+            code, severity, message = said
+            details = {"target": target}
+            if code == "SM-ARCH-OPTIONAL":
+                details["coverage"] = value
+            out.append(
+                Finding(
+                    code=code,
+                    severity=severity,
+                    cell=cell,
+                    subject=rel,
+                    message=message,
+                    details=details,
+                )
+            )
+    return out
+
+
+def _arch_problem(
+    rel: str, target: str, value: str, feature: str | None
+) -> tuple[str, Severity, str] | None:
+    if feature is not None and value != "native":
+        how = "only through PTX JIT" if value == "ptx" else "not at all"
+        return (
+            "SM-ARCH-OPTIONAL",
+            Severity.INFO,
+            f"{rel} runs on {target} {how}; it is imported only for {feature}, "
+            "which is therefore unavailable or slow to start there",
+        )
+    if value == "none":
+        return (
+            "SM-ARCH-NONE",
+            Severity.FAIL,
+            f"{rel} has no GPU code that runs on {target} (no matching cubin, no "
+            "PTX it can JIT from); use a build that includes this arch",
+        )
+    if value == "ptx":
+        return (
+            "SM-ARCH-PTX-ONLY",
+            Severity.WARN,
+            f"{rel} runs on {target} only through PTX JIT (slow first launch, "
+            "needs a driver at least as new as the toolkit); a build with a native "
+            "cubin avoids it",
+        )
+    return None

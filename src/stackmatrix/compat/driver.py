@@ -7,10 +7,11 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from stackmatrix import _proc
 from stackmatrix.compat import _data
+from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +88,69 @@ def judge_driver(req: DriverRequirement, found: DriverFound) -> Verdict:
     if req.toolkit_min is not None and have < version_key(req.toolkit_min):
         return "minor-compat"
     return "ok"
+
+
+def driver_check(
+    runtime: str | None, declared: str | None, cell: str | None
+) -> tuple[dict[str, Any], list[Finding]]:
+    """The driver the CUDA `runtime` needs against the one found (a declared driver
+    wins): the check's `driver` data and SM-DRIVER-OLD, -MINOR-COMPAT or -UNKNOWN."""
+    found = find_driver(declared)
+    data: dict[str, Any] = {
+        "cuda": runtime,
+        "required_min": None,
+        "family_min": None,
+        "found": found.version,
+        "source": found.source,
+    }
+    if runtime is None:
+        return data, []
+    req = requirement(runtime)
+    data.update(required_min=req.toolkit_min, family_min=req.family_min)
+    problem = _driver_problem(judge_driver(req, found), runtime, req, found)
+    if problem is None:
+        return data, []
+    code, severity, message = problem
+    finding = Finding(
+        code=code,
+        severity=severity,
+        cell=cell,
+        subject="driver",
+        message=message,
+        details=req.to_dict(),
+    )
+    return data, [finding]
+
+
+def _driver_problem(
+    judged: Verdict, runtime: str, req: DriverRequirement, found: DriverFound
+) -> tuple[str, Severity, str] | None:
+    """The code, severity and message of a driver that is not simply new enough."""
+    match judged:
+        case "too-old":
+            return (
+                "SM-DRIVER-OLD",
+                Severity.FAIL,
+                f"CUDA {runtime} needs a driver >= {req.family_min} (>= {req.toolkit_min} "
+                f"for full support); the {found.source} driver is {found.version}: upgrade it",
+            )
+        case "minor-compat":
+            return (
+                "SM-DRIVER-MINOR-COMPAT",
+                Severity.WARN,
+                f"CUDA {runtime} is built for driver >= {req.toolkit_min}; "
+                f"the {found.source} "
+                f"driver {found.version} runs it only through minor-version compatibility "
+                "(no PTX JIT); upgrade the driver",
+            )
+        case "unknown":
+            return (
+                "SM-DRIVER-UNKNOWN",
+                Severity.INFO,
+                f"no NVIDIA driver on this machine and none declared (spec `driver`); "
+                f"CUDA {runtime} needs >= {req.toolkit_min}",
+            )
+        case "ok":
+            return None
+        case _:
+            assert_never(judged)

@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -25,8 +25,6 @@ from stackmatrix.compat.scancache import ScanCache, StaticScan
 from stackmatrix.compat.static import CheckOutcome, static_check, verdict_of
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
-
-_DRIVER_MISSING = re.compile(r"libcuda\.so\.1: cannot open shared object file")
 
 
 def check_environment(
@@ -56,7 +54,9 @@ def check_environment(
         cache=scan_cache,
     )
     inventory, findings, data = static.inventory, static.findings, static.data
-    drv, drv_findings = _driver(cuda, inventory, declared_driver, cell_id)
+    drv, drv_findings = driver.driver_check(
+        cuda or _torch_cuda(inventory), declared_driver, cell_id
+    )
     findings += drv_findings
     findings += _known_bad(inventory, cell_id)
     feature_found, data["features"] = feature_findings(
@@ -74,7 +74,7 @@ def check_environment(
     data["timing"] = {"static_scan": cached, "outside_probe_s": time.monotonic() - t0}
     if run_probe:
         t1 = time.monotonic()
-        data["probe"], probe_findings = _probe_findings(
+        data["probe"], probe_findings = probe.probe_check(
             environment.python, log_path, environment.env, cell_id
         )
         data["timing"]["probe_s"] = time.monotonic() - t1
@@ -167,132 +167,3 @@ def _torch_cuda(inventory: Inventory) -> str | None:
     except OSError:
         return None
     return m.group(1) if m else None
-
-
-def _driver(
-    cuda: str | None, inventory: Inventory, declared: str | None, cell: str | None
-) -> tuple[dict[str, Any], list[Finding]]:
-    runtime = cuda or _torch_cuda(inventory)
-    found = driver.find_driver(declared)
-    data: dict[str, Any] = {
-        "cuda": runtime,
-        "required_min": None,
-        "family_min": None,
-        "found": found.version,
-        "source": found.source,
-    }
-    if runtime is None:
-        return data, []
-    req = driver.requirement(runtime)
-    data.update(required_min=req.toolkit_min, family_min=req.family_min)
-    judged = driver.judge_driver(req, found)
-    if judged == "too-old":
-        return data, [
-            Finding(
-                code="SM-DRIVER-OLD",
-                severity=Severity.FAIL,
-                cell=cell,
-                subject="driver",
-                message=f"CUDA {runtime} needs a driver >= {req.family_min} (>= {req.toolkit_min} "
-                f"for full support); the {found.source} driver is {found.version}: upgrade it",
-                details=req.to_dict(),
-            )
-        ]
-    if judged == "minor-compat":
-        return data, [
-            Finding(
-                code="SM-DRIVER-MINOR-COMPAT",
-                severity=Severity.WARN,
-                cell=cell,
-                subject="driver",
-                message=f"CUDA {runtime} is built for driver >= {req.toolkit_min}; "
-                f"the {found.source} "
-                f"driver {found.version} runs it only through minor-version compatibility "
-                "(no PTX JIT); upgrade the driver",
-                details=req.to_dict(),
-            )
-        ]
-    if judged == "unknown":
-        return data, [
-            Finding(
-                code="SM-DRIVER-UNKNOWN",
-                severity=Severity.INFO,
-                cell=cell,
-                subject="driver",
-                message=f"no NVIDIA driver on this machine and none declared (spec `driver`); "
-                f"CUDA {runtime} needs >= {req.toolkit_min}",
-                details=req.to_dict(),
-            )
-        ]
-    return data, []
-
-
-def _probe_findings(
-    python: Sequence[str], log_path: Path | None, env: dict[str, str], cell: str | None
-) -> tuple[dict[str, Any] | None, list[Finding]]:
-    try:
-        data = probe.run_probe(python, log_path=log_path, env=env or None)
-    except probe.ProbeFailed as exc:
-        return None, [
-            Finding(
-                code="SM-PROBE-FAILED",
-                severity=Severity.WARN,
-                cell=cell,
-                subject="probe",
-                message=f"the runtime probe did not run: {exc}",
-            )
-        ]
-    out: list[Finding] = []
-    for name, res in sorted(data.get("imports", {}).items()):
-        if res.get("installed") and not res.get("ok"):
-            err = res.get("error", {})
-            if _DRIVER_MISSING.search(str(err.get("message"))) and not _has_gpu(data):
-                out.append(
-                    Finding(
-                        code="SM-IMPORT-NEEDS-DRIVER",
-                        severity=Severity.INFO,
-                        cell=cell,
-                        subject=name,
-                        message=f"import {name} needs the NVIDIA driver's libcuda.so.1, which "
-                        "this machine (no GPU, no driver) lacks; it is tried again on a GPU host",
-                        details={"error": err},
-                    )
-                )
-                continue
-            out.append(
-                Finding(
-                    code="SM-IMPORT-FAILED",
-                    severity=Severity.FAIL,
-                    cell=cell,
-                    subject=name,
-                    message=f"import {name} fails: {err.get('type')}: {err.get('message')}",
-                    details={"error": err},
-                )
-            )
-    if not data.get("gpu", {}).get("cuda_available"):
-        out.append(
-            Finding(
-                code="SM-NO-GPU",
-                severity=Severity.INFO,
-                cell=cell,
-                subject="gpu",
-                message=f"no CUDA device ({data.get('gpu', {}).get('reason')}); "
-                "GPU smoke ops not run",
-            )
-        )
-    elif data.get("smoke", {}).get("ok") is False:
-        out.append(
-            Finding(
-                code="SM-SMOKE-FAILED",
-                severity=Severity.FAIL,
-                cell=cell,
-                subject="gpu",
-                message=f"small GPU ops failed: {data['smoke']}",
-                details=data["smoke"],
-            )
-        )
-    return data, out
-
-
-def _has_gpu(probe_data: dict[str, Any]) -> bool:
-    return bool(probe_data.get("gpu", {}).get("cuda_available") or probe_data.get("driver"))

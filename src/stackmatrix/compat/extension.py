@@ -1,14 +1,15 @@
-"""Per-extension static analysis and the findings built from it.
+"""Per-extension static analysis: discovery, then each analysis over one extension.
 
 Discovery of the ELF extensions of an import path, what one extension needs and
 lacks (libraries, symbols, symbol versions, C++ ABI), and what a set of them covers
-(GPU archs per target, CUDA majors). `static.py` runs these over a tree.
+(GPU archs per target, CUDA majors). Each analysis module builds its own findings
+(libs, symbols, coverage); this module only feeds them. `static.py` runs these over
+a tree.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +21,6 @@ from stackmatrix.compat.inventory import Inventory
 from stackmatrix.compat.scan import ExtensionScan, scan_extension
 from stackmatrix.findings import Finding, Severity
 
-# libraries that wheels of the stack provide (torch, nvidia-*, their vendored copies);
-# anything else a needed closure lacks is the host's or the base image's to provide
-_STACK_LIB = re.compile(
-    r"^lib(?:c10|torch|shm|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cudnn|nccl|"
-    r"nvrtc|nvJitLink|cupti|nvToolsExt|cufile|nvshmem|cusparseLt|mscclpp)"
-)
 _SKIP_DIRS = ("nvidia/", "torch/lib/")
 
 
@@ -129,54 +124,11 @@ def cuda_majors_of(r: ExtResult) -> set[int]:
 # --- findings -------------------------------------------------------------------------
 
 
-def lib_findings(r: ExtResult, cell: str | None, host_has_driver: bool) -> list[Finding]:
-    out: list[Finding] = []
-    for name, by in sorted(r.closure.missing.items()):
-        details = {"library": name, "needed_by": str(by), "extension": r.relpath}
-        if name in libs.DRIVER_LIBS:
-            sev = Severity.WARN if host_has_driver else Severity.INFO
-            msg = f"{name} (the NVIDIA driver's library) is not on this " + (
-                "root although a driver is loaded; mount the driver libraries into it"
-                if host_has_driver
-                else "machine, which has no NVIDIA driver; it is provided "
-                "by the driver on a GPU host"
-            )
-            out.append(
-                Finding(
-                    code="SM-DRIVER-LIB-ABSENT",
-                    severity=sev,
-                    message=msg,
-                    cell=cell,
-                    subject=r.relpath,
-                    details=details,
-                )
-            )
-        elif _STACK_LIB.match(name):
-            out.append(
-                Finding(
-                    code="SM-LIB-MISSING",
-                    severity=Severity.FAIL,
-                    cell=cell,
-                    subject=r.relpath,
-                    message=f"{r.relpath} needs {name}, which no package of this environment "
-                    "provides" + _cuda_hint(name),
-                    details=details,
-                )
-            )
-        else:
-            out.append(
-                Finding(
-                    code="SM-LIB-HOST-MISSING",
-                    severity=Severity.WARN,
-                    cell=cell,
-                    subject=r.relpath,
-                    message=f"{r.relpath} needs the system library {name}, which the "
-                    "environment's root "
-                    "lacks; install it in the host or base image (e.g. libnuma1 for libnuma.so.1)",
-                    details=details,
-                )
-            )
-    return out
+def own_findings(r: ExtResult, cell: str | None, host_has_driver: bool) -> list[Finding]:
+    """What one extension's libraries and symbols lack (libs.py, symbols.py)."""
+    return libs.lib_findings(r.closure.missing, r.relpath, cell, host_has_driver) + (
+        symbols.symbol_findings(r.report, r.versions, r.closure, r.relpath, cell)
+    )
 
 
 def optional(findings: list[Finding], feature: str) -> list[Finding]:
@@ -195,109 +147,7 @@ def optional(findings: list[Finding], feature: str) -> list[Finding]:
     ]
 
 
-def _cuda_hint(name: str) -> str:
-    major = libs.cuda_major_of_soname(name)
-    if major is None:
-        return ""
-    return (
-        f" (a CUDA {major} library: install the CUDA {major} wheels, e.g. "
-        f"nvidia-cuda-runtime-cu{major}, or use a build of this package for the CUDA major "
-        "of the rest of the stack)"
-    )
-
-
-def _linked_provider(r: ExtResult, groups: list[symbols.UnresolvedGroup]) -> bool:
-    """Whether the expected provider of some missing symbols is in the needed closure."""
-    needed = set(r.closure.resolved)
-    return any(
-        g.provider != "unknown" and any(n.startswith(g.provider) for n in needed) for g in groups
-    )
-
-
-def symbol_findings(r: ExtResult, cell: str | None) -> list[Finding]:
-    out: list[Finding] = []
-    checked = [g for g in r.report.groups if not g.provider_missing]
-    if r.closure.missing:
-        # a library it needs is missing (its own finding): what that library would
-        # have defined is a consequence, not a second problem
-        checked = [g for g in checked if g.provider != "unknown"]
-    if checked:
-        total = sum(len(g.symbols) for g in checked)
-        causes = "; ".join(f"{len(g.symbols)} from {g.provider}: {g.cause}" for g in checked)
-        example = checked[0].symbols[0]
-        linked = _linked_provider(r, checked)
-        out.append(
-            Finding(
-                code="SM-SYM-UNDEFINED" if linked else "SM-SYM-GLOBAL",
-                # Extensions linked against a library that lacks their symbols will not
-                # load. Others (cuda.core's torch bridge, plugins) take symbols from
-                # whatever the process loaded first: a warning, not a verdict.
-                severity=Severity.FAIL if linked else Severity.WARN,
-                cell=cell,
-                subject=r.relpath,
-                message=f"{r.relpath} uses {total} symbol(s) nothing in its libraries defines "
-                f"({causes}); e.g. {example}",
-                details={"groups": [g.to_dict() for g in checked]},
-            )
-        )
-    rep = r.report
-    if (
-        rep.cxx11_abi is not None
-        and rep.torch_cxx11_abi is not None
-        and rep.cxx11_abi != rep.torch_cxx11_abi
-    ):
-        out.append(
-            Finding(
-                code="SM-CXX-ABI",
-                severity=Severity.FAIL,
-                cell=cell,
-                subject=r.relpath,
-                message=f"{r.relpath} is built with _GLIBCXX_USE_CXX11_ABI={int(rep.cxx11_abi)} "
-                "but torch "
-                f"uses {int(rep.torch_cxx11_abi)}; install a build made for this torch",
-                details={"extension": rep.cxx11_abi, "torch": rep.torch_cxx11_abi},
-            )
-        )
-    for p in r.versions:
-        system = bool(symbols.SYSTEM_RUNTIME.match(p.soname))
-        out.append(
-            Finding(
-                code="SM-GLIBC" if system else "SM-SYMVER-MISSING",
-                severity=Severity.FAIL,
-                cell=cell,
-                subject=r.relpath,
-                message=f"{r.relpath} needs {', '.join(p.missing)} from {p.soname}, which "
-                f"{p.provided_by} does not provide"
-                + ("; use a newer base system (or a build for an older one)" if system else ""),
-                details={
-                    "soname": p.soname,
-                    "missing": list(p.missing),
-                    "provided_by": str(p.provided_by),
-                },
-            )
-        )
-    return out
-
-
-def unreadable(path: Path, exc: Exception, cell: str | None) -> Finding:
-    return Finding(
-        code="SM-ELF-UNREADABLE",
-        severity=Severity.WARN,
-        cell=cell,
-        subject=str(path),
-        message=f"cannot read {path}: {exc}",
-    )
-
-
 # --- across extensions: GPU-arch coverage, CUDA majors ------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Coverage:
-    per_target: dict[str, dict[str, str]]
-    summary: dict[str, str]
-    not_loaded: dict[str, list[str]]
-    optional: dict[str, str]  # relpath -> feature it serves
 
 
 def coverage_of(
@@ -305,89 +155,16 @@ def coverage_of(
     targets: Sequence[str],
     rules: Sequence[coverage.LoaderRule],
     optional: Sequence[coverage.OptionalRule],
-) -> _Coverage:
-    per_target: dict[str, dict[str, str]] = {}
-    summary: dict[str, str] = {}
-    not_loaded: dict[str, list[str]] = {}
-    features = {
-        r.relpath: f for r in results if (f := coverage.optional_feature(r.relpath, optional))
-    }
-    for text in targets:
-        target = coverage.parse_target(text)
-        per: dict[str, coverage.Coverage] = {}
-        for r in results:
-            if not r.scan.fatbin:
-                continue
-            if not coverage.loaded_on(r.relpath, target, rules):
-                not_loaded.setdefault(text, []).append(r.relpath)
-                continue
-            per[r.relpath] = coverage.judge(r.scan.fatbin, target)
-        per_target[text] = dict(per)
-        summary[text] = coverage.worst(v for k, v in per.items() if k not in features)
-    return _Coverage(
-        per_target=per_target, summary=summary, not_loaded=not_loaded, optional=features
+) -> coverage.ArchCoverage:
+    return coverage.coverage_of(
+        [(r.relpath, r.scan.fatbin) for r in results], targets, rules, optional
     )
-
-
-def coverage_findings(cov: _Coverage, cell: str | None) -> list[Finding]:
-    out: list[Finding] = []
-    for target, per in cov.per_target.items():
-        for rel, value in sorted(per.items()):
-            feature = cov.optional.get(rel)
-            if feature is not None and value != "native":
-                how = "only through PTX JIT" if value == "ptx" else "not at all"
-                out.append(
-                    Finding(
-                        code="SM-ARCH-OPTIONAL",
-                        severity=Severity.INFO,
-                        cell=cell,
-                        subject=rel,
-                        message=f"{rel} runs on {target} {how}; it is imported only for {feature}, "
-                        "which is therefore unavailable or slow to start there",
-                        details={"target": target, "coverage": value},
-                    )
-                )
-            elif value == "none":
-                out.append(
-                    Finding(
-                        code="SM-ARCH-NONE",
-                        severity=Severity.FAIL,
-                        cell=cell,
-                        subject=rel,
-                        message=f"{rel} has no GPU code that runs on {target} "
-                        "(no matching cubin, no "
-                        "PTX it can JIT from); use a build that includes this arch",
-                        details={"target": target},
-                    )
-                )
-            elif value == "ptx":
-                out.append(
-                    Finding(
-                        code="SM-ARCH-PTX-ONLY",
-                        severity=Severity.WARN,
-                        cell=cell,
-                        subject=rel,
-                        message=f"{rel} runs on {target} only through PTX JIT (slow first launch, "
-                        "needs a driver at least as new as the toolkit); a build with a native "
-                        "cubin avoids it",
-                        details={"target": target},
-                    )
-                )
-    return out
-
-
-def coverage_data(cov: _Coverage) -> dict[str, Any]:
-    return {
-        "coverage": cov.per_target,
-        "target_summary": cov.summary,
-        "not_loaded": cov.not_loaded,
-        "optional": cov.optional,
-    }
 
 
 def cuda_findings(
     results: Sequence[ExtResult], inventory: Inventory, cell: str | None
 ) -> tuple[list[int], list[Finding]]:
+    """The CUDA majors one process would load (torch's first), and SM-CUDA-MIXED."""
     by_major: dict[int, list[str]] = {}
     for r in results:
         for m in cuda_majors_of(r):
@@ -395,18 +172,4 @@ def cuda_findings(
     torch = inventory.get("torch")
     if torch is not None and torch.cuda_major is not None:
         by_major.setdefault(torch.cuda_major, []).insert(0, f"torch {torch.version}")
-    majors = sorted(by_major)
-    if len(majors) < 2:
-        return majors, []
-    parts = "; ".join(f"CUDA {m}: {', '.join(v[:4])}" for m, v in sorted(by_major.items()))
-    return majors, [
-        Finding(
-            code="SM-CUDA-MIXED",
-            severity=Severity.FAIL,
-            cell=cell,
-            subject="cuda",
-            message=f"one process would load {len(majors)} CUDA majors ({parts}); pick builds of "
-            "every package for one CUDA major",
-            details={"majors": {str(k): v for k, v in by_major.items()}},
-        )
-    ]
+    return sorted(by_major), libs.cuda_mixed_findings(by_major, cell)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.compat import extension, libs
+from stackmatrix.compat import coverage, extension, libs, scan
 from stackmatrix.compat._elffile import ELFError
 from stackmatrix.compat.inventory import Inventory, read_inventory
 from stackmatrix.compat.static import CheckOutcome, static_check, verdict_of
@@ -158,14 +158,14 @@ def _inspect_files(files: list[tuple[Path, Path]], targets: Sequence[str]) -> Ch
         try:
             results.append(extension.analyse(sp, p, ctx, index, Inventory(), resolve=False))
         except (OSError, ELFError) as exc:
-            unreadable.append(extension.unreadable(p, exc, None))
+            unreadable.append(scan.unreadable(p, exc, None))
     cov = extension.coverage_of(results, targets, (), ())
-    findings = unreadable + extension.coverage_findings(cov, None)
+    findings = unreadable + coverage.coverage_findings(cov, None)
     data: dict[str, Any] = {
         "inventory": [],
         "cuda_majors": sorted({m for r in results for m in extension.cuda_majors_of(r)}),
         "extensions": [extension.ext_data(r) for r in results],
-        **extension.coverage_data(cov),
+        **cov.to_dict(),
         "targets": list(targets),
     }
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackmatrix.compat._elffile import DynamicInfo, ELFError, ELFFile
+from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,12 @@ _MAX_LINK_HOPS = 40
 # number theirs independently, so they are left out)
 _CUDA_SONAME = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti)\.so\.(\d+)$")
 DRIVER_LIBS = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
+# libraries that wheels of the stack provide (torch, nvidia-*, their vendored copies);
+# anything else a needed closure lacks is the host's or the base image's to provide
+_STACK_LIB = re.compile(
+    r"^lib(?:c10|torch|shm|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cudnn|nccl|"
+    r"nvrtc|nvJitLink|cupti|nvToolsExt|cufile|nvshmem|cusparseLt|mscclpp)"
+)
 
 
 def cuda_major_of_soname(soname: str) -> int | None:
@@ -261,3 +268,78 @@ def needed_closure(path: Path, ctx: SearchContext, index: LibraryIndex) -> Closu
             if info is not None:
                 queue.append((info, inherited + own))
     return Closure(resolved=resolved, missing=missing)
+
+
+# --- findings -------------------------------------------------------------------------
+
+
+def lib_findings(
+    missing: Mapping[str, Path], relpath: str, cell: str | None, host_has_driver: bool
+) -> list[Finding]:
+    """SM-DRIVER-LIB-ABSENT, SM-LIB-MISSING, SM-LIB-HOST-MISSING: what the needed
+    closure of the extension `relpath` lacks (soname -> first object needing it)."""
+    out: list[Finding] = []
+    for name, by in sorted(missing.items()):
+        code, severity, message = _missing_lib(name, relpath, host_has_driver)
+        out.append(
+            Finding(
+                code=code,
+                severity=severity,
+                message=message,
+                cell=cell,
+                subject=relpath,
+                details={"library": name, "needed_by": str(by), "extension": relpath},
+            )
+        )
+    return out
+
+
+def _missing_lib(name: str, relpath: str, host_has_driver: bool) -> tuple[str, Severity, str]:
+    if name in DRIVER_LIBS:
+        sev = Severity.WARN if host_has_driver else Severity.INFO
+        msg = f"{name} (the NVIDIA driver's library) is not on this " + (
+            "root although a driver is loaded; mount the driver libraries into it"
+            if host_has_driver
+            else "machine, which has no NVIDIA driver; it is provided by the driver on a GPU host"
+        )
+        return "SM-DRIVER-LIB-ABSENT", sev, msg
+    if _STACK_LIB.match(name):
+        msg = f"{relpath} needs {name}, which no package of this environment provides"
+        return "SM-LIB-MISSING", Severity.FAIL, msg + _cuda_hint(name)
+    return (
+        "SM-LIB-HOST-MISSING",
+        Severity.WARN,
+        f"{relpath} needs the system library {name}, which the environment's root lacks; "
+        "install it in the host or base image (e.g. libnuma1 for libnuma.so.1)",
+    )
+
+
+def _cuda_hint(name: str) -> str:
+    major = cuda_major_of_soname(name)
+    if major is None:
+        return ""
+    return (
+        f" (a CUDA {major} library: install the CUDA {major} wheels, e.g. "
+        f"nvidia-cuda-runtime-cu{major}, or use a build of this package for the CUDA major "
+        "of the rest of the stack)"
+    )
+
+
+def cuda_mixed_findings(by_major: Mapping[int, list[str]], cell: str | None) -> list[Finding]:
+    """SM-CUDA-MIXED when what one process loads (torch, then each extension, by
+    CUDA major) spans more than one CUDA major."""
+    majors = sorted(by_major)
+    if len(majors) < 2:
+        return []
+    parts = "; ".join(f"CUDA {m}: {', '.join(v[:4])}" for m, v in sorted(by_major.items()))
+    return [
+        Finding(
+            code="SM-CUDA-MIXED",
+            severity=Severity.FAIL,
+            cell=cell,
+            subject="cuda",
+            message=f"one process would load {len(majors)} CUDA majors ({parts}); pick builds of "
+            "every package for one CUDA major",
+            details={"majors": {str(k): v for k, v in by_major.items()}},
+        )
+    ]

@@ -5,7 +5,8 @@ CUDA majors, GPU-arch coverage, driver) plus the runtime probe, folded into one
 verdict from findings with stable codes (docs/compat.md lists every code).
 
 The public entry point; the work lives in:
-- extension.py: discovery and per-extension analysis, and the findings built from it;
+- extension.py: discovery and per-extension analysis (each analysis module builds its
+  own findings: libs, symbols, coverage, driver, probe, scan);
 - static.py: the static check of a tree, `CheckOutcome` and `verdict_of`;
 - environment.py: `check_environment` (scan cache, driver, known-bad, features, probe);
 - inspection.py: `inspect_path` (wheels, files, directories; light to import).

@@ -5,18 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
+from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)
 
 SCRIPT = Path(__file__).with_name("_probe_script.py")
 MARKER = "STACKMATRIX-PROBE-JSON: "
 DEFAULT_TIMEOUT_S = 600.0
+_DRIVER_MISSING = re.compile(r"libcuda\.so\.1: cannot open shared object file")
 
 
 class ProbeFailed(RuntimeError):
@@ -60,6 +63,76 @@ def run_probe(
     if result.returncode != 0:
         raise ProbeFailed(f"the probe exited with {result.returncode}:\n{result.tail(15)}")
     return parse_output(result.output)
+
+
+def probe_check(
+    python: Sequence[str], log_path: Path | None, env: dict[str, str], cell: str | None
+) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """The probe's data (None when it did not run) and its findings: SM-PROBE-FAILED,
+    SM-IMPORT-FAILED or SM-IMPORT-NEEDS-DRIVER, SM-NO-GPU, SM-SMOKE-FAILED."""
+    try:
+        data = run_probe(python, log_path=log_path, env=env or None)
+    except ProbeFailed as exc:
+        return None, [
+            Finding(
+                code="SM-PROBE-FAILED",
+                severity=Severity.WARN,
+                cell=cell,
+                subject="probe",
+                message=f"the runtime probe did not run: {exc}",
+            )
+        ]
+    out: list[Finding] = []
+    for name, res in sorted(data.get("imports", {}).items()):
+        if res.get("installed") and not res.get("ok"):
+            out.append(_import_finding(name, res.get("error", {}), data, cell))
+    if not data.get("gpu", {}).get("cuda_available"):
+        out.append(
+            Finding(
+                code="SM-NO-GPU",
+                severity=Severity.INFO,
+                cell=cell,
+                subject="gpu",
+                message=f"no CUDA device ({data.get('gpu', {}).get('reason')}); "
+                "GPU smoke ops not run",
+            )
+        )
+    elif data.get("smoke", {}).get("ok") is False:
+        out.append(
+            Finding(
+                code="SM-SMOKE-FAILED",
+                severity=Severity.FAIL,
+                cell=cell,
+                subject="gpu",
+                message=f"small GPU ops failed: {data['smoke']}",
+                details=data["smoke"],
+            )
+        )
+    return data, out
+
+
+def _import_finding(name: str, err: Any, data: dict[str, Any], cell: str | None) -> Finding:
+    if _DRIVER_MISSING.search(str(err.get("message"))) and not _has_gpu(data):
+        code, severity = "SM-IMPORT-NEEDS-DRIVER", Severity.INFO
+        message = (
+            f"import {name} needs the NVIDIA driver's libcuda.so.1, which "
+            "this machine (no GPU, no driver) lacks; it is tried again on a GPU host"
+        )
+    else:
+        code, severity = "SM-IMPORT-FAILED", Severity.FAIL
+        message = f"import {name} fails: {err.get('type')}: {err.get('message')}"
+    return Finding(
+        code=code,
+        severity=severity,
+        cell=cell,
+        subject=name,
+        message=message,
+        details={"error": err},
+    )
+
+
+def _has_gpu(probe_data: dict[str, Any]) -> bool:
+    return bool(probe_data.get("gpu", {}).get("cuda_available") or probe_data.get("driver"))
 
 
 def probe_main(argv: Sequence[str]) -> int:

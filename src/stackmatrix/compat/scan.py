@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stackmatrix.compat._elffile import DynamicInfo, DynSymbol, ELFError, ELFFile
 from stackmatrix.compat.fatbin import FatbinEntry, FatbinError, elf_fatbin_entries
+from stackmatrix.findings import Finding, Severity
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,3 +41,14 @@ def scan_extension(path: Path) -> ExtensionScan:
             )
     except (FatbinError, struct.error, IndexError, OverflowError) as exc:
         raise ELFError(f"{path}: corrupt .nv_fatbin ({type(exc).__name__}: {exc})") from exc
+
+
+def unreadable(path: Path, exc: Exception, cell: str | None) -> Finding:
+    """SM-ELF-UNREADABLE: `path` could not be scanned (what scan_extension raised)."""
+    return Finding(
+        code="SM-ELF-UNREADABLE",
+        severity=Severity.WARN,
+        cell=cell,
+        subject=str(path),
+        message=f"cannot read {path}: {exc}",
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stackmatrix import _proc
-from stackmatrix.compat import coverage, extension, libs
+from stackmatrix.compat import coverage, extension, libs, scan
 from stackmatrix.compat._elffile import ELFError
 from stackmatrix.compat.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
@@ -62,27 +62,26 @@ def static_check(
         try:
             r = extension.analyse(sp, path, ctx, index, inventory, resolve=resolve)
         except (OSError, ELFError, ValueError) as exc:
-            findings.append(extension.unreadable(path, exc, cell_id))
+            findings.append(scan.unreadable(path, exc, cell_id))
             continue
         results.append(r)
         other_build = coverage.unused_cuda_variant(r.relpath, variants, torch_major)
         if other_build:
             unused.add(r.relpath)
         if resolve:
-            own = extension.lib_findings(r, cell_id, host_has_driver)
-            own += extension.symbol_findings(r, cell_id)
+            own = extension.own_findings(r, cell_id, host_has_driver)
             feature = other_build or coverage.optional_feature(r.relpath, optional)
             findings += extension.optional(own, feature) if feature else own
     loaded = [r for r in results if r.relpath not in unused]
     majors, cuda_findings = extension.cuda_findings(loaded, inventory, cell_id)
     findings += cuda_findings
     cov = extension.coverage_of(results, targets, coverage.loader_rules(), optional)
-    findings += extension.coverage_findings(cov, cell_id)
+    findings += coverage.coverage_findings(cov, cell_id)
     data: dict[str, Any] = {
         "inventory": [d.to_dict() for d in inventory.distributions],
         "cuda_majors": majors,
         "extensions": [extension.ext_data(r) for r in results],
-        **extension.coverage_data(cov),
+        **cov.to_dict(),
         "targets": list(targets),
     }
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)

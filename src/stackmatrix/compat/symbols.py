@@ -12,7 +12,8 @@ from typing import Any
 
 from stackmatrix import _proc
 from stackmatrix.compat._elffile import DynSymbol
-from stackmatrix.compat.libs import LibraryIndex
+from stackmatrix.compat.libs import Closure, LibraryIndex
+from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)
 
@@ -197,3 +198,88 @@ def check_versions(
                 )
             )
     return tuple(problems)
+
+
+# --- findings -------------------------------------------------------------------------
+
+
+def symbol_findings(
+    report: SymbolReport,
+    versions: Sequence[VersionProblem],
+    closure: Closure,
+    relpath: str,
+    cell: str | None,
+) -> list[Finding]:
+    """SM-SYM-UNDEFINED or SM-SYM-GLOBAL, SM-CXX-ABI, SM-GLIBC and SM-SYMVER-MISSING
+    of the extension `relpath`, whose needed closure is `closure`."""
+    out: list[Finding] = []
+    checked = [g for g in report.groups if not g.provider_missing]
+    if closure.missing:
+        # a library it needs is missing (its own finding): what that library would
+        # have defined is a consequence, not a second problem
+        checked = [g for g in checked if g.provider != "unknown"]
+    if checked:
+        total = sum(len(g.symbols) for g in checked)
+        causes = "; ".join(f"{len(g.symbols)} from {g.provider}: {g.cause}" for g in checked)
+        example = checked[0].symbols[0]
+        linked = _linked_provider(closure, checked)
+        out.append(
+            Finding(
+                code="SM-SYM-UNDEFINED" if linked else "SM-SYM-GLOBAL",
+                # Extensions linked against a library that lacks their symbols will not
+                # load. Others (cuda.core's torch bridge, plugins) take symbols from
+                # whatever the process loaded first: a warning, not a verdict.
+                severity=Severity.FAIL if linked else Severity.WARN,
+                cell=cell,
+                subject=relpath,
+                message=f"{relpath} uses {total} symbol(s) nothing in its libraries defines "
+                f"({causes}); e.g. {example}",
+                details={"groups": [g.to_dict() for g in checked]},
+            )
+        )
+    out += _abi_findings(report, relpath, cell)
+    out += [_version_finding(p, relpath, cell) for p in versions]
+    return out
+
+
+def _linked_provider(closure: Closure, groups: list[UnresolvedGroup]) -> bool:
+    """Whether the expected provider of some missing symbols is in the needed closure."""
+    needed = set(closure.resolved)
+    return any(
+        g.provider != "unknown" and any(n.startswith(g.provider) for n in needed) for g in groups
+    )
+
+
+def _abi_findings(rep: SymbolReport, relpath: str, cell: str | None) -> list[Finding]:
+    if rep.cxx11_abi is None or rep.torch_cxx11_abi is None or rep.cxx11_abi == rep.torch_cxx11_abi:
+        return []
+    return [
+        Finding(
+            code="SM-CXX-ABI",
+            severity=Severity.FAIL,
+            cell=cell,
+            subject=relpath,
+            message=f"{relpath} is built with _GLIBCXX_USE_CXX11_ABI={int(rep.cxx11_abi)} "
+            "but torch "
+            f"uses {int(rep.torch_cxx11_abi)}; install a build made for this torch",
+            details={"extension": rep.cxx11_abi, "torch": rep.torch_cxx11_abi},
+        )
+    ]
+
+
+def _version_finding(p: VersionProblem, relpath: str, cell: str | None) -> Finding:
+    system = bool(SYSTEM_RUNTIME.match(p.soname))
+    return Finding(
+        code="SM-GLIBC" if system else "SM-SYMVER-MISSING",
+        severity=Severity.FAIL,
+        cell=cell,
+        subject=relpath,
+        message=f"{relpath} needs {', '.join(p.missing)} from {p.soname}, which "
+        f"{p.provided_by} does not provide"
+        + ("; use a newer base system (or a build for an older one)" if system else ""),
+        details={
+            "soname": p.soname,
+            "missing": list(p.missing),
+            "provided_by": str(p.provided_by),
+        },
+    )
