@@ -17,6 +17,7 @@ Which clock says when bytes arrived, best first:
   every connection that became readable together: otherwise a connection served
   last in a busy pass would be stamped after all the others were decoded;
 - else the clock when `data_received` ran.
+(Those clocks, and the socket read with kernel timestamps, live in `_arrival`.)
 
 One connection per request (`Connection: close`), as `sglang.bench_serving` opens a
 session per request; no redirects, no proxies, no compression, no keep-alive.
@@ -25,18 +26,15 @@ session per request; no redirects, no proxies, no compression, no keep-alive.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
-import platform
-import selectors
-import socket
 import ssl
-import struct
-import sys
-import time
-import weakref
 from collections.abc import Callable
 from urllib.parse import urlsplit
+
+from stackmatrix.bench._arrival import KERNEL_STAMPS, clock_of, post_stamped
+from stackmatrix.bench._arrival import stamping_loop as stamping_loop
+
+_KERNEL_STAMPS = KERNEL_STAMPS  # the name tests/unit/bench/test_bench_sse.py reads
 
 # (line without its newline, perf_counter() when its last byte arrived) -> stop now?
 LineSink = Callable[[bytes, float], bool]
@@ -56,54 +54,6 @@ class StatusError(ResponseError):
         super().__init__(f"HTTP {status}: {text}")
         self.status = status
         self.text = text
-
-
-class _StampingSelector(selectors.DefaultSelector):
-    """Remembers when its latest `select` returned: the arrival time of what it found."""
-
-    returned = 0.0
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        ready = super().select(timeout)
-        self.returned = time.perf_counter()
-        return ready
-
-    def clock(self) -> float:
-        return self.returned
-
-
-_CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Callable[[], float]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def stamping_loop() -> asyncio.AbstractEventLoop:
-    """An event loop whose connections read their arrival time from its selector."""
-    selector = _StampingSelector()
-    loop = asyncio.SelectorEventLoop(selector)
-    _CLOCKS[loop] = selector.clock
-    return loop
-
-
-# SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) on Linux x86-64 and arm64; Python does not
-# export the name. The control message is a struct timespec: two 64-bit fields.
-_SO_TIMESTAMPNS = 35
-_TIMESPEC = struct.Struct("@qq")
-_KERNEL_STAMPS = sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64")
-_READ_SIZE = 256 * 1024
-_CMSG_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if _KERNEL_STAMPS else 0
-
-
-def _kernel_time(ancdata: list[tuple[int, int, bytes]]) -> float | None:
-    """The packet's receive time from recvmsg's control data, on perf_counter's clock."""
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
-            sec, nsec = _TIMESPEC.unpack_from(data)
-            # CLOCK_REALTIME -> perf_counter (CLOCK_MONOTONIC): NTP slews both alike, so
-            # their offset, read now, holds for a packet that came a moment ago.
-            offset = time.clock_gettime(time.CLOCK_REALTIME) - time.perf_counter()
-            return float(sec + nsec * 1e-9 - offset)
-    return None
 
 
 class _Part(enum.Enum):
@@ -130,11 +80,11 @@ async def post_lines(url: str, body: bytes, on_line: LineSink) -> None:
     tls = ssl.create_default_context() if parts.scheme == "https" else None
     port = parts.port or (443 if tls else 80)
     loop = asyncio.get_running_loop()
-    clock = _CLOCKS.get(loop, time.perf_counter)
+    clock = clock_of(loop)
     done: asyncio.Future[None] = loop.create_future()
     request = _request(parts.path or "/", parts.netloc.rpartition("@")[2], body)
-    if tls is None and _KERNEL_STAMPS and isinstance(loop, asyncio.SelectorEventLoop):
-        await _post_stamped(
+    if tls is None and KERNEL_STAMPS and isinstance(loop, asyncio.SelectorEventLoop):
+        await post_stamped(
             loop, parts.hostname, port, request, _Response(b"", on_line, done, clock)
         )
         return
@@ -145,62 +95,6 @@ async def post_lines(url: str, body: bytes, on_line: LineSink) -> None:
         await done
     finally:
         transport.close()
-
-
-async def _post_stamped(
-    loop: asyncio.AbstractEventLoop, host: str, port: int, request: bytes, response: _Response
-) -> None:
-    """Send `request` on our own socket and feed `response` from recvmsg with the
-    kernel's receive timestamps (no asyncio transport: it reads with recv, which has
-    no control data)."""
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    sock: socket.socket | None = None
-    error: OSError | None = None
-    for family, kind, proto, _, address in infos:
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with contextlib.suppress(OSError):  # without it: the selector's time
-                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            await loop.sock_connect(sock, address)
-            break
-        except OSError as exc:
-            error = exc
-            sock.close()
-            sock = None
-    if sock is None:
-        raise error or OSError(f"cannot resolve {host!r}")
-    fd = sock.fileno()
-    try:
-        await loop.sock_sendall(sock, request)
-        loop.add_reader(fd, _read_stamped, sock, response)
-        await response.done
-    finally:
-        loop.remove_reader(fd)
-        sock.close()
-
-
-def _read_stamped(sock: socket.socket, response: _Response) -> None:
-    """One read per readiness (level-triggered: the loop calls again if more is left)."""
-    try:
-        data, ancdata, _, _ = sock.recvmsg(_READ_SIZE, _CMSG_SIZE)
-    except (BlockingIOError, InterruptedError):
-        return
-    except OSError as exc:
-        response.connection_lost(exc)
-        return
-    now = response.clock()
-    if not data:
-        response.connection_lost(None)
-        return
-    stamp = _kernel_time(ancdata)
-    # The stamp may be after `now` (the selector's return) when more packets came
-    # before this read, never after this moment; one later than that, or from long
-    # ago, means the wall clock stepped: the selector's time then.
-    if stamp is None or not now - 1.0 < stamp <= time.perf_counter():
-        stamp = now
-    response.feed(data, stamp)
 
 
 def _request(path: str, host: str, body: bytes) -> bytes:

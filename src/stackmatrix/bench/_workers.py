@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from stackmatrix.bench._sse import stamping_loop
+from stackmatrix.bench._arrival import stamping_loop
 from stackmatrix.bench.client import (
     ClientOptions,
     RequestRecord,

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackmatrix.bench._sse import ResponseError, StatusError, post_lines, stamping_loop
+from stackmatrix.bench._arrival import stamping_loop
+from stackmatrix.bench._sse import ResponseError, StatusError, post_lines
 from stackmatrix.bench.workload import BenchRequest
 
 log = logging.getLogger(__name__)
