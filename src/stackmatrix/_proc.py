@@ -5,7 +5,9 @@ Three ways, with the same guarantees (issue 14 found three with different ones):
 - `run`: to completion, output captured (and appended to a log file);
 - `stream`: to completion, each output line written to the log as it comes (a person
   can `tail -f` a long build) and handed to a callback;
-- `start`: a long-lived child (a server), stopped by the caller with `stop`.
+- `start`: a long-lived child (a server), stopped by the caller with `stop`;
+- `reading`: a child whose stdout the caller reads as it comes, a stream too large to
+  hold (`docker export`), its stderr captured and logged.
 
 All take argv lists (never a shell string), log the argv redacted, start the child in
 a new session (so its process group is exactly what we started) and register it, so
@@ -127,6 +129,7 @@ def _popen(
     stdout: int | IO[bytes],
     env: Mapping[str, str] | None,
     cwd: Path | None,
+    stderr: int = subprocess.STDOUT,
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in a new session and register it for Ctrl-C."""
     log.debug("%s %s", what, shown(argv))
@@ -134,7 +137,7 @@ def _popen(
         argv,
         stdin=stdin,
         stdout=stdout,
-        stderr=subprocess.STDOUT,
+        stderr=stderr,
         env=dict(env) if env is not None else None,
         cwd=cwd,
         start_new_session=True,
@@ -219,7 +222,10 @@ def stream(
             argv, what="stream", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, cwd=cwd
         )
         reader = threading.Thread(
-            target=_copy_lines, args=(proc, fh, lines, on_line), name="stream-reader", daemon=True
+            target=_copy_lines,
+            args=(proc.stdout, fh, lines, on_line),
+            name="stream-reader",
+            daemon=True,
         )
         reader.start()
         timed_out = False
@@ -237,14 +243,14 @@ def stream(
 
 
 def _copy_lines(
-    proc: subprocess.Popen[bytes],
+    source: IO[bytes] | None,
     fh: IO[bytes],
     lines: list[str],
     on_line: Callable[[str], None] | None,
 ) -> None:
-    assert proc.stdout is not None
-    with proc.stdout, contextlib.suppress(ValueError):  # the log closed: `stream` gave up on us
-        for raw in proc.stdout:
+    assert source is not None
+    with source, contextlib.suppress(ValueError):  # the log closed: `stream` gave up on us
+        for raw in source:
             line = raw.decode("utf-8", errors="replace")
             hidden = redact_text(line)
             fh.write(raw if hidden == line else hidden.encode("utf-8"))
@@ -277,6 +283,83 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
         kill_group(proc, grace_s=grace_s)
     finally:
         _forget(proc)
+
+
+@dataclass(kw_only=True)
+class Reading:
+    """A child started by `reading`: its stdout to read; `result` once it has ended."""
+
+    stdout: IO[bytes]
+    result: ProcResult | None = None  # set when the block exits, however it exits
+
+
+@contextlib.contextmanager
+def reading(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Reading]:
+    """Run `argv` with its stdout a pipe that the block reads as it comes (nothing of
+    it is stored); its stderr is appended to the log and is the result's `output`.
+
+    A normal exit from the block reads what is left of the stdout and waits for the
+    child. An exception in the block (Ctrl-C too) kills the child's group before it
+    propagates, and so does the timeout (the block then reads a truncated stream).
+    Never raises for a non-zero exit: `result` says how the child ended. Raises
+    `Interrupted` after Ctrl-C."""
+    argv = tuple(str(a) for a in argv)
+    if interrupted():
+        raise Interrupted(f"not started after Ctrl-C: {shown(argv)}")
+    start = time.monotonic()
+    lines: list[str] = []
+    with _log_file(log_path, argv) as fh:
+        proc = _popen(
+            argv,
+            what="read",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=None,
+        )
+        assert proc.stdout is not None
+        errors = threading.Thread(
+            target=_copy_lines, args=(proc.stderr, fh, lines, None), name="read-stderr",
+            daemon=True,
+        )  # fmt: skip
+        errors.start()
+        expired = threading.Event()
+        timer = threading.Timer(timeout, _expire, args=(proc, expired))
+        timer.daemon = True
+        timer.start()
+        handle = Reading(stdout=proc.stdout)
+        try:
+            with _waited_on(proc):
+                yield handle
+                _drain(proc.stdout)
+                proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
+        finally:
+            timer.cancel()
+            proc.stdout.close()
+            errors.join(timeout=READER_JOIN_S)
+            timed_out = expired.is_set()
+            rc = proc.returncode if proc.returncode is not None and not timed_out else -1
+            fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n".encode())
+            handle.result = _result(argv, proc, start, timed_out, "".join(lines))
+
+
+def _expire(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
+    expired.set()
+    kill_group(proc)
+
+
+def _drain(stdout: IO[bytes]) -> None:
+    """What the child writes after the part the block wanted (a tar's trailing blocks),
+    read so the child can finish writing it."""
+    while stdout.read(1 << 20):
+        pass
 
 
 @contextlib.contextmanager

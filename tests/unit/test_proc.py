@@ -206,3 +206,69 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
+
+
+def _writer(pidfile: Path, *, then_sleep: bool) -> list[str]:
+    """Writes 3 MiB to stdout and a line to stderr, then exits 4 or sleeps two minutes."""
+    code = (
+        f"import os, sys, time; open({str(pidfile)!r}, 'w').write(str(os.getpid()));"
+        "sys.stderr.write('to stderr\\n'); sys.stderr.flush();"
+        "sys.stdout.buffer.write(b'x' * (3 << 20)); sys.stdout.flush();"
+        + ("time.sleep(120)" if then_sleep else "sys.exit(4)")
+    )
+    return [sys.executable, "-c", code]
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_reading_streams_stdout_and_logs_stderr(tmp_path: Path, sleeper_pidfile: Path) -> None:
+    log = tmp_path / "export.log"
+    with _proc.reading(_writer(sleeper_pidfile, then_sleep=False), log_path=log, timeout=60) as r:
+        head = r.stdout.read(1 << 20)  # the block needs only a part: the rest is drained
+    assert head == b"x" * (1 << 20)
+    assert r.result is not None and r.result.returncode == 4 and not r.result.timed_out
+    assert r.result.output == "to stderr\n"  # stderr only: the stdout was the stream
+    assert "to stderr\n[exit 4]" in log.read_text()
+    assert not _proc._RUNNING
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_reading_kills_the_child_when_the_block_fails(
+    tmp_path: Path, sleeper_pidfile: Path
+) -> None:
+    log = tmp_path / "export.log"
+    with (
+        pytest.raises(KeyboardInterrupt),
+        _proc.reading(_writer(sleeper_pidfile, then_sleep=True), log_path=log, timeout=600) as r,
+    ):
+        r.stdout.read(1 << 20)
+        raise KeyboardInterrupt  # Ctrl-C while the stream is read
+    assert _dead(int(sleeper_pidfile.read_text()))
+    assert r.result is not None and not r.result.ok and not _proc._RUNNING
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_reading_times_out(tmp_path: Path, sleeper_pidfile: Path) -> None:
+    started = time.monotonic()
+    with _proc.reading(
+        _writer(sleeper_pidfile, then_sleep=True), log_path=tmp_path / "x.log", timeout=2
+    ) as r:
+        data = r.stdout.read()  # ends when the timeout kills the writer
+    assert len(data) == 3 << 20 and time.monotonic() - started < 30
+    assert r.result is not None and r.result.timed_out and not r.result.ok
+    assert _dead(int(sleeper_pidfile.read_text()))
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_reading_starts_nothing_after_an_interrupt(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    _proc.terminate_all()
+    with (
+        pytest.raises(_proc.Interrupted),
+        _proc.reading(
+            [sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+            log_path=tmp_path / "x.log",
+            timeout=60,
+        ),
+    ):
+        pass
+    assert not marker.exists()
