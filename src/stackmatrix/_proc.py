@@ -20,6 +20,7 @@ live in the callers.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -325,6 +326,7 @@ def reading(
             cwd=None,
         )
         assert proc.stdout is not None
+        _widen_pipe(proc.stdout)
         errors = threading.Thread(
             target=_copy_lines, args=(proc.stderr, fh, lines, None), name="read-stderr",
             daemon=True,
@@ -348,6 +350,12 @@ def reading(
             rc = proc.returncode if proc.returncode is not None and not timed_out else -1
             fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n".encode())
             handle.result = _result(argv, proc, start, timed_out, "".join(lines))
+
+
+def _widen_pipe(pipe: IO[bytes]) -> None:
+    """A 1 MiB pipe instead of 64 KiB: fewer switches between the writer and us."""
+    with contextlib.suppress(OSError, AttributeError):  # over the system's limit; not Linux
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
 
 
 def _expire(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
