@@ -37,7 +37,7 @@ class Piece:
     @property
     def cells(self) -> list[str]:
         """The cells this piece built (or tried to): those with a build.json."""
-        root = self.run.path / "cells"
+        root = self.run.path / layout.CELLS_DIR
         if root.is_symlink():
             raise ResultsError(f"{root} is a symbolic link; merge never follows links")
         if not root.is_dir():
@@ -157,7 +157,7 @@ def _fill(
     _merge_schedules(out, pieces)
     skipped: list[str] = []
     for cell_id in planned:
-        source = owners[cell_id] / "cells" / cell_id if cell_id in owners else None
+        source = owners[cell_id] / layout.CELLS_DIR / cell_id if cell_id in owners else None
         if source is None or source.is_symlink():
             _missing_artifact(out, cell_id, linked=source is not None)
             continue

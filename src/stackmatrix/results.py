@@ -165,12 +165,12 @@ class RunDir:
         return self.path / layout.RUN_JSON
 
     def cell(self, cell_id: str) -> CellDir:
-        d = CellDir(self.path / "cells" / cell_id, cell_id)
+        d = CellDir(self.path / layout.CELLS_DIR / cell_id, cell_id)
         d.path.mkdir(parents=True, exist_ok=True)
         return d
 
     def cell_ids(self) -> list[str]:
-        root = self.path / "cells"
+        root = self.path / layout.CELLS_DIR
         try:
             return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
         except OSError as exc:

@@ -14,7 +14,6 @@ from typing import Any
 from stackmatrix.bench.client import RequestRecord
 
 STAT_NAMES = ("mean", "median", "p90", "p99")
-LATENCIES = ("ttft", "itl", "tpot", "e2e")
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -6,7 +6,7 @@ import logging
 import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +78,8 @@ class VersionProblem:
 class SymbolReport:
     undefined_count: int
     groups: tuple[UnresolvedGroup, ...] = ()
-    version_problems: tuple[VersionProblem, ...] = ()
     cxx11_abi: bool | None = None
     torch_cxx11_abi: bool | None = None
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 def demangle(names: Sequence[str]) -> list[str]:

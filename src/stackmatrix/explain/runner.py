@@ -67,7 +67,7 @@ def explain_cell(
     """Explain `cell` against the run's baseline; returns the explanation file."""
     ctx, derived = prepare(run_dir, cell, launches)
     ctx = dataclasses.replace(ctx, warmup=warmup)
-    out = run_dir / "explain" / cell
+    out = run_dir / layout.EXPLAIN_DIR / cell
     out.mkdir(parents=True, exist_ok=True)
     rounds: list[dict[str, Any]] = []
 

@@ -88,7 +88,7 @@ class CellResults:
 def read_explanations(run_dir: Path, problems: list[str]) -> tuple[dict[str, Any], ...]:
     """RUN/explain/<cell>/explanation.json, as `stackmatrix explain` wrote them."""
     out = []
-    for path in sorted((run_dir / "explain").glob("*/explanation.json")):
+    for path in sorted((run_dir / layout.EXPLAIN_DIR).glob(f"*/{layout.EXPLANATION_JSON}")):
         if not _regular(path):
             continue
         try:
@@ -141,7 +141,7 @@ def load_run(run_dir: Path) -> RunResults:
     problems: list[str] = []
     plan = _read_plan(run_dir / layout.PLAN_JSON, problems)
     order = _cell_order(RunRecord.from_dict(run), plan, rd.cell_ids())
-    cells = tuple(_load_cell(run_dir / "cells" / cid, cid, plan.get(cid)) for cid in order)
+    cells = tuple(_load_cell(run_dir / layout.CELLS_DIR / cid, cid, plan.get(cid)) for cid in order)
     spec_text = _read_text(run_dir / layout.SPEC_TOML, problems)
     return RunResults(
         path=run_dir, run=run, cells=cells, spec_text=spec_text, problems=tuple(problems)
