@@ -7,7 +7,7 @@ the image's system libraries. An image whose tag (the content hash) exists is re
 
 `container_command` / `remove_container` / `removing` are for the bench phase: they
 start the engine in a container labelled as ours and remove it, and only it, on
-every exit path.
+every exit path (they live in `_docker_containers`; this module re-exports them).
 
 Secrets (anything whose name says TOKEN, SECRET, PASSWORD...) never reach a build:
 not as build args, not in files, not in the log. They reach a running container by
@@ -17,15 +17,10 @@ process's environment, so they are not in any argv or report either.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import logging
-import os
 import re
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +28,15 @@ from stackmatrix import _proc
 from stackmatrix._secrets import has_credentials, is_secret_name, redact_files
 from stackmatrix.envs import _docker_cli, _docker_context, _docker_rootfs
 from stackmatrix.envs._docker_cli import Engine, EngineProblem
+from stackmatrix.envs._docker_containers import (
+    OWNER_LABEL,
+    PASS_ENV,
+    container_command,
+    default_owner,
+    python_command,
+    remove_container,
+    removing,
+)
 from stackmatrix.envs._docker_context import (
     COMPILED_NAME,
     IMAGE_PYTHON,
@@ -62,10 +66,6 @@ log = logging.getLogger(__name__)
 
 BUILD_TIMEOUT_S = 4 * 3600.0  # real CUDA stacks pull several GB of wheels
 INVENTORY_TIMEOUT_S = 300.0
-REMOVE_WAIT_S = 120.0  # an auto-removal in progress, on slow (vfs) storage
-OWNER_LABEL = "stackmatrix.owner"
-# secrets forwarded by name into containers when set here (values never in argv)
-PASS_ENV: tuple[str, ...] = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _NO_PYTHON = re.compile(r"(python3?)[^\n]*(executable file not found|no such file or directory)")
 
 
@@ -323,140 +323,3 @@ def _log(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
         fh.write(text.rstrip("\n") + "\n")
-
-
-# --- the bench phase: containers --------------------------------------------------
-
-
-def default_owner() -> str:
-    """The owner label value of the containers this process starts."""
-    return f"stackmatrix-{os.getpid()}"
-
-
-def container_command(
-    environment: Environment,
-    inner_argv: Sequence[str],
-    *,
-    name: str,
-    port: int,
-    mounts: Sequence[tuple[str, str]],
-    gpus: bool,
-    network: str = "host",
-    shm_size: str = "16g",
-    owner: str | None = None,
-    pass_env: Sequence[str] = PASS_ENV,
-) -> list[str]:
-    """The `docker run` argv that runs `inner_argv` in the environment's image.
-
-    `network="host"` (the default) shares the host's network: the server's `port` is
-    reachable on the host as is, and it is the mode that works on engines started
-    with `--bridge=none` (CI here). Any other network publishes `port` on the host's
-    127.0.0.1. `mounts` are (host path, container path) pairs, mounted read-only (the
-    model directory). Inside, `python` is the cell's venv interpreter (it is first on
-    PATH; `IMAGE_PYTHON` is its full path). Run it, then `remove_container(name)` on
-    every exit path (see `removing`).
-    """
-    if environment.image is None:
-        raise ValueError(f"environment of backend {environment.backend!r} has no image")
-    docker = _docker_cli.docker_executable() or "docker"
-    argv = [docker, "run", "--rm", "--init", "--name", name,
-            "--label", f"{OWNER_LABEL}={owner or default_owner()}"]  # fmt: skip
-    argv += _network_args(network, port)
-    if gpus:
-        argv += ["--gpus", "all", "--ipc=host", "--shm-size", shm_size]
-    for host, target in mounts:
-        argv += ["--mount", _csv_field("type=bind", f"source={host}", f"target={target}",
-                                       "readonly")]  # fmt: skip
-    for key, value in sorted(environment.env.items()):
-        argv += ["--env", f"{key}={value}"]
-    # by name only: the docker client copies the value from its own environment
-    argv += [x for n in pass_env if n in os.environ and n not in environment.env
-             for x in ("--env", n)]  # fmt: skip
-    return [*argv, environment.image, *inner_argv]
-
-
-def python_command(
-    environment: Environment, *, writable: Sequence[Path], owner: str | None = None
-) -> list[str]:
-    """`docker run --rm -i` of the image's venv python, without network, for a job
-    that writes files on the host (the generated tiny model): each `writable`
-    directory is bind-mounted read-write at the same path, and the process runs as
-    this process's uid:gid so that what it writes belongs to the user who ran us."""
-    if environment.image is None:
-        raise ValueError(f"environment of backend {environment.backend!r} has no image")
-    docker = _docker_cli.docker_executable() or "docker"
-    argv = [docker, "run", "--rm", "-i", "--init", "--network=none",
-            "--label", f"{OWNER_LABEL}={owner or default_owner()}",
-            "--user", f"{os.getuid()}:{os.getgid()}",
-            # a uid the image may not know has no home; libraries that cache there get /tmp
-            "--env", "HOME=/tmp"]  # fmt: skip
-    for path in writable:
-        argv += ["--mount", _csv_field("type=bind", f"source={path}", f"target={path}")]
-    for key, value in sorted(environment.env.items()):
-        argv += ["--env", f"{key}={value}"]
-    return [*argv, environment.image, IMAGE_PYTHON]
-
-
-def _network_args(network: str, port: int) -> list[str]:
-    if network == "host":
-        return ["--network=host"]
-    return ["--network", network, "--publish", f"127.0.0.1:{port}:{port}"]
-
-
-def _csv_field(*parts: str) -> str:
-    """One `--mount` value; CSV quoting keeps a comma in a path from splitting it."""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow(parts)
-    return buf.getvalue()
-
-
-def remove_container(name: str, *, owner: str | None = None) -> None:
-    """`docker rm -f` of the container called exactly `name`, only when it carries our
-    owner label (any stackmatrix owner, or exactly `owner` when given); never raises."""
-    docker = _docker_cli.docker_executable()
-    if docker is None:
-        return
-    res = _proc.run([docker, "container", "inspect", name], timeout=60.0)
-    if not res.ok:
-        return  # already gone (--rm) or never started
-    try:
-        info = json.loads(res.output)[0]
-    except (ValueError, IndexError, KeyError, TypeError):
-        log.warning("could not read `docker container inspect %s`; not removing it", name)
-        return
-    labels = (info.get("Config") or {}).get("Labels") or {}
-    if info.get("Name") != f"/{name}" or OWNER_LABEL not in labels:
-        log.warning("container %r was not started by stackmatrix; leaving it alone", name)
-        return
-    if owner is not None and labels[OWNER_LABEL] != owner:
-        log.warning(
-            "container %r belongs to %s, not %s; leaving it", name, labels[OWNER_LABEL], owner
-        )
-        return
-    rm = _proc.run([docker, "rm", "-f", str(info["Id"])], timeout=120.0)
-    if rm.ok or _gone_after_autoremove(docker, str(info["Id"]), rm.output):
-        return
-    log.warning("could not remove container %r: %s", name, rm.tail(3))
-
-
-def _gone_after_autoremove(docker: str, container_id: str, rm_output: str) -> bool:
-    """`--rm` may be removing the container already (on vfs storage, deleting its copy
-    of the image takes seconds): wait until the engine has finished, so that a caller
-    can rely on the container being gone once we return."""
-    if "already in progress" not in rm_output and "No such container" not in rm_output:
-        return False
-    deadline = time.monotonic() + REMOVE_WAIT_S
-    while time.monotonic() < deadline:
-        if not _proc.run([docker, "container", "inspect", container_id], timeout=60.0).ok:
-            return True
-        time.sleep(0.5)
-    return False
-
-
-@contextmanager
-def removing(name: str, *, owner: str | None = None) -> Iterator[str]:
-    """Removes our container `name` when the block exits, however it exits (Ctrl-C too)."""
-    try:
-        yield name
-    finally:
-        remove_container(name, owner=owner)
