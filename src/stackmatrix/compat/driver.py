@@ -76,10 +76,10 @@ def find_driver(declared: str | None) -> DriverFound:
     return host_driver()
 
 
-Verdict = Literal["ok", "minor-compat", "too-old", "unknown"]
+DriverVerdict = Literal["ok", "minor-compat", "too-old", "unknown"]
 
 
-def judge_driver(req: DriverRequirement, found: DriverFound) -> Verdict:
+def judge_driver(req: DriverRequirement, found: DriverFound) -> DriverVerdict:
     if found.version is None or (req.family_min is None and req.toolkit_min is None):
         return "unknown"
     have = version_key(found.version)
@@ -123,7 +123,7 @@ def driver_check(
 
 
 def _driver_problem(
-    judged: Verdict, runtime: str, req: DriverRequirement, found: DriverFound
+    judged: DriverVerdict, runtime: str, req: DriverRequirement, found: DriverFound
 ) -> tuple[str, Severity, str] | None:
     """The code, severity and message of a driver that is not simply new enough."""
     match judged:
