@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 DOCKER_ENV = "STACKMATRIX_DOCKER"  # the docker client to use (default: `docker` on PATH)
 BUILDKIT_ENV = "STACKMATRIX_DOCKER_BUILDKIT"  # "1", "0" or "auto" (default)
 QUERY_TIMEOUT_S = 60.0
+BASE_LABEL = "stackmatrix.base_image"  # set by every cell build: the base's reference
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +114,31 @@ def inspect_image(docker: str, ref: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else None
+
+
+def base_changed(docker: str, image: Mapping[str, Any]) -> str | None:
+    """Why `image`, one of ours, is no longer built on its base (the image named by its
+    `stackmatrix.base_image` label was rebuilt since), or None. The content hash names
+    the base, not its id: here the base's layers must still be the first layers of the
+    image, so a base rebuilt with other files rebuilds the cell, and one rebuilt with
+    the same files (a new id, the same layers) does not. A base not on this machine
+    (not pulled yet) can't be compared: None."""
+    labels = (image.get("Config") or {}).get("Labels") or {}
+    ref = str(labels.get(BASE_LABEL) or "")
+    base = inspect_image(docker, ref) if ref else None
+    if base is None or on_base(image, base):
+        return None
+    return f"its base image {ref!r} was rebuilt since (now {str(base.get('Id'))[:19]})"
+
+
+def on_base(image: Mapping[str, Any], base: Mapping[str, Any]) -> bool:
+    """The image's layers start with all of the base's."""
+    layers = _layers(base)
+    return _layers(image)[: len(layers)] == layers
+
+
+def _layers(image: Mapping[str, Any]) -> list[str]:
+    return [str(x) for x in ((image.get("RootFS") or {}).get("Layers") or [])]
 
 
 def build_env(engine: Engine) -> dict[str, str]:

@@ -87,6 +87,10 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
     cell_dir = work_dir / "docker" / cell.id
     timings: dict[str, float] = {}
     image = _docker_cli.inspect_image(engine.docker, tag)
+    stale = _docker_cli.base_changed(engine.docker, image) if image is not None else None
+    if stale is not None:
+        _log(log_path, f"rebuilding {tag}: {stale}")
+        image = None
     reused = image is not None
     if image is None:
         built = _build_image(engine, cell, spec_dir, cell_dir, log_path, tag, content_hash)
