@@ -184,17 +184,15 @@ def _original_spec(
     path: Path, digest: str
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
     """The original spec's TOML and cell definitions, when it is still the one run."""
-    import hashlib
-
+    from stackmatrix.pipeline.rundir import spec_digest
     from stackmatrix.plan import cell_definition
     from stackmatrix.spec import load_spec
 
     try:
-        data = path.read_bytes() if path.is_file() else b""
-        if not data or hashlib.sha256(data).hexdigest() != digest:
+        if not path.is_file() or spec_digest(path) != digest:
             return None
         spec = load_spec(path)
-        raw = tomllib.loads(data.decode("utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, StackmatrixError):
         return None
     return raw, {c.id: cell_definition(c) for c in spec.cells}
