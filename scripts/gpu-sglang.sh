@@ -11,7 +11,7 @@
 #   OUT=... bash scripts/gpu-sglang.sh prepare         unpack the carried kit(s) into wheels
 #   OUT=... bash scripts/gpu-sglang.sh start [SPEC]    prepare, start the run, wait WAIT_S
 #   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]     wait up to WAIT_S more
-#   CELL=ID [LAUNCHES=N] [WARMUP=N] OUT=... bash scripts/gpu-sglang.sh explain [SPEC]
+#   CELL=ID [LAUNCHES=N] [WARMUP=N] [WARMUP_LAUNCHES=N] OUT=... bash scripts/gpu-sglang.sh explain [SPEC]
 #                                       prepare, then `stackmatrix explain` the run of SPEC
 #                                       (from .kit/runs/<name>/ or reports/examples/<name>/)
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
@@ -94,6 +94,7 @@ start | explain)
         extra=()
         [ -n "${LAUNCHES:-}" ] && extra+=(--launches "$LAUNCHES")
         [ -n "${WARMUP:-}" ] && extra+=(--warmup "$WARMUP")
+        [ -n "${WARMUP_LAUNCHES:-}" ] && extra+=(--warmup-launches "$WARMUP_LAUNCHES")
         setsid python3 -m stackmatrix explain "$results" --cell "${CELL:?set CELL}" "${extra[@]}" \
             >>"/tmp/$name.log" 2>&1 </dev/null &
         echo $! >"/tmp/$name.pid"

@@ -170,8 +170,12 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     ex.add_argument("--work-dir", type=Path, default=None)
     warmup_help = "warm-up requests per launch in the rounds (default: the run's)"
     ex.add_argument("--warmup", type=int, default=None, help=warmup_help)
+    launches_help = "warm-up launches per cell in the rounds (default: the run's, at least 1)"
+    ex.add_argument("--warmup-launches", type=int, default=None, help=launches_help)
     plan_help = "print the reverts and the first round's cost; measure nothing"
     ex.add_argument("--plan", action="store_true", help=plan_help)
+    rejudge_help = "judge the rounds kept under RUN/explain/ again; measure nothing"
+    ex.add_argument("--rejudge", action="store_true", help=rejudge_help)
     ex.set_defaults(func=cmd_explain)
 
     mg = sub.add_parser("merge", help="merge per-cell results directories into one report")

@@ -30,6 +30,7 @@ def round_runner(work_dir: Path, jobs: int, progress: Progress) -> RoundRunner:
 
 
 def explain_main(args: argparse.Namespace, progress: Progress) -> int:
+    _check_counts(args)
     runner = round_runner(args.work_dir or default_work_dir(), args.jobs, progress)
     cells = list(args.cell) or explainable_cells(args.results)
     if not cells:
@@ -37,15 +38,27 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
         return 0
     if args.plan:
         for cell in cells:
-            print("\n".join(plan_lines(args.results, cell, args.launches)))
+            print("\n".join(plan_lines(args.results, cell, args.launches, args.warmup_launches)))
         return 0
     for cell in cells:
         path = explain_cell(args.results, cell, run_round=runner, launches=args.launches,
-                            max_rounds=args.rounds, warmup=args.warmup)  # fmt: skip
+                            max_rounds=args.rounds, warmup=args.warmup,
+                            warmup_launches=args.warmup_launches,
+                            rejudge=args.rejudge)  # fmt: skip
         for line in json.loads(path.read_text(encoding="utf-8"))["sentences"]:
             print(line)
     _rerender(args.results)
     return 0
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    from stackmatrix.errors import UsageError
+
+    for flag, value, least in (("--launches", args.launches, 1), ("--rounds", args.rounds, 1),
+                               ("--warmup", args.warmup, 0),
+                               ("--warmup-launches", args.warmup_launches, 0)):  # fmt: skip
+        if value is not None and value < least:
+            raise UsageError(f"explain {flag} must be at least {least}, not {value}")
 
 
 def explainable_cells(run_dir: Path) -> list[str]:

@@ -26,7 +26,7 @@ from stackmatrix.explain.derive import Change, Derived, derive
 from stackmatrix.explain.search import RoundData, SearchResult, search, split
 from stackmatrix.explain.text import sentences
 from stackmatrix.report.load import RunResults, load_run
-from stackmatrix.report.model import build_model
+from stackmatrix.report.model import build_model, cold_first_launches
 from stackmatrix.report.stats import Thresholds
 from stackmatrix.results import Status
 
@@ -52,6 +52,8 @@ class Context:
     definitions: dict[str, dict[str, Any]]
     launches: int | None
     warmup: int | None = None  # warm-up requests per launch in the rounds (None: the run's)
+    warmup_launches: int | None = None  # per cell in the rounds (None: the run's, at least 1)
+    rejudge: bool = False  # judge the rounds kept under explain/<cell>/, measure nothing
     note: str = ""  # said in the explanation's notes
 
 
@@ -63,10 +65,15 @@ def explain_cell(
     launches: int | None = None,
     max_rounds: int = 4,
     warmup: int | None = None,
+    warmup_launches: int | None = None,
+    rejudge: bool = False,
 ) -> Path:
-    """Explain `cell` against the run's baseline; returns the explanation file."""
+    """Explain `cell` against the run's baseline; returns the explanation file. With
+    `rejudge`, the rounds kept are judged again (by this version, on any machine) and
+    nothing is measured."""
     ctx, derived = prepare(run_dir, cell, launches)
-    ctx = dataclasses.replace(ctx, warmup=warmup)
+    ctx = dataclasses.replace(ctx, warmup=warmup, warmup_launches=warmup_launches,
+                              rejudge=rejudge)  # fmt: skip
     out = run_dir / layout.EXPLAIN_DIR / cell
     out.mkdir(parents=True, exist_ok=True)
     rounds: list[dict[str, Any]] = []
@@ -125,11 +132,15 @@ def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[Context, De
     return ctx, derived
 
 
-def plan_lines(run_dir: Path, cell: str, launches: int | None) -> list[str]:
+def plan_lines(
+    run_dir: Path, cell: str, launches: int | None, warmup_launches: int | None = None
+) -> list[str]:
     """`explain --plan`: the reverts and the first round's cost, without measuring."""
     ctx, derived = prepare(run_dir, cell, launches)
+    ctx = dataclasses.replace(ctx, warmup_launches=warmup_launches)
     groups = split(list(derived.changes)) if derived.changes else []
     per_cell = ctx.launches or int((ctx.raw_spec.get("bench") or {}).get("launches", 5))
+    warm = _warmup_launches(ctx, ctx.raw_spec.get("bench") or {})
     out = [f"{cell} against {ctx.baseline} ({ctx.metric}): {len(derived.changes)} revert(s)"]
     for change in derived.changes:
         how = [*change.args, *(f"{k}={v}" for k, v in change.env), *change.pins]
@@ -141,7 +152,9 @@ def plan_lines(run_dir: Path, cell: str, launches: int | None) -> list[str]:
     if groups:
         cells = len(groups) + 2
         out.append(f"round 1: {len(groups)} revert cell(s) + {ctx.baseline} + {cell}, "
-                   f"{per_cell} launch(es) each = {cells * per_cell} launches")  # fmt: skip
+                   f"{per_cell} launch(es) each = {cells * per_cell} launches"
+                   + (f", after {warm} warm-up launch(es) each ({cells * warm} more)"
+                      if warm else ""))  # fmt: skip
     return out
 
 
@@ -216,11 +229,16 @@ def _round(
     run_round: RoundRunner,
 ) -> RoundData:
     ids = [_group_id(ctx.cell, k, i, g) for i, g in enumerate(groups)]
-    spec_path = out / f"round-{k}.toml"
-    spec_path.write_text(_toml.dumps(_derived_spec(ctx, k, groups, ids)), encoding="utf-8")
     round_dir = out / f"round-{k}"
-    log.info("explain %s: round %d, %d revert cell(s)", ctx.cell, k, len(groups))
-    run_round(spec_path, round_dir)
+    if ctx.rejudge:
+        _kept_round(round_dir, ids)
+    else:
+        spec_path = out / f"round-{k}.toml"
+        text = _toml.dumps(_derived_spec(ctx, k, groups, ids))
+        _refuse_other_round(round_dir, text)
+        spec_path.write_text(text, encoding="utf-8")
+        log.info("explain %s: round %d, %d revert cell(s)", ctx.cell, k, len(groups))
+        run_round(spec_path, round_dir)
     results = load_run(round_dir)
 
     def launches(cid: str) -> list[list[float]]:
@@ -229,11 +247,53 @@ def _round(
 
     cells = {cid: [c.to_dict() for c in g] for cid, g in zip(ids, groups, strict=True)}
     measured = sum(len(launches(c)) for c in [ctx.baseline, ctx.cell, *ids])
-    rounds.append({"round": k, "dir": round_dir.name, "cells": cells, "launches": measured})
+    rounds.append({"round": k, "dir": round_dir.name, "cells": cells, "launches": measured,
+                   "cold_starts": _cold_starts(results, ctx.metric)})  # fmt: skip
     return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
                      groups=[launches(cid) for cid in ids],
                      not_run=["" if launches(cid) else _not_run(results, cid)
                               for cid in ids])  # fmt: skip
+
+
+def _refuse_other_round(round_dir: Path, text: str) -> None:
+    """A kept round is resumed only with the spec it was measured with: another machine
+    (its paths), other options or another stackmatrix would redo its cells and replace
+    launches that took GPU time with whatever happens here."""
+    import hashlib
+
+    from stackmatrix.records import RunRecord
+    from stackmatrix.results import RunDir
+
+    run = RunDir(round_dir)
+    if not run.run_json.exists():
+        return
+    kept = RunRecord.read(run).spec_hash
+    if kept != hashlib.sha256(text.encode("utf-8")).hexdigest():
+        raise UsageError(
+            f"{round_dir} was measured with another round spec (another machine's paths, "
+            "other --launches/--warmup options or another stackmatrix): it is kept as it "
+            "is; `stackmatrix explain --rejudge` judges it again without measuring, or "
+            "move it aside to measure the round anew"
+        )
+
+
+def _kept_round(round_dir: Path, ids: Sequence[str]) -> None:
+    missing = [cid for cid in ids if not (round_dir / layout.CELLS_DIR / cid).is_dir()]
+    if not (round_dir / layout.RUN_JSON).is_file() or missing:
+        what = "no run.json" if not (round_dir / layout.RUN_JSON).is_file() else (
+            f"no cell {', '.join(missing)}")  # fmt: skip
+        raise UsageError(
+            f"--rejudge: {round_dir} was not measured ({what}): run `stackmatrix explain` "
+            "without --rejudge to measure it"
+        )
+
+
+def _cold_starts(results: RunResults, metric: str) -> list[dict[str, Any]]:
+    """The round's cells whose first measured launch was a cold start: noise that the
+    round's warm-up launches did not absorb (revert cells are configurations the machine
+    has not served before, so their kernels compile in their first launch)."""
+    model = build_model(results)
+    return [dataclasses.asdict(c) for c in cold_first_launches(model.cells, metric)]
 
 
 def _not_run(results: RunResults, cid: str) -> str:
@@ -327,9 +387,18 @@ def _absolute(ctx: Context, value: str) -> str:
     return value
 
 
+def _warmup_launches(ctx: Context, bench: Mapping[str, Any]) -> int:
+    """The rounds' warm-up launches per cell: asked for, or the run's, at least one (on
+    the H200, 3 of a round's 4 cells paid 30-66% for a cold first launch without one)."""
+    if ctx.warmup_launches is not None:
+        return ctx.warmup_launches
+    return max(int(bench.get("warmup_launches") or 0), 1)
+
+
 def _bench(ctx: Context, bench: dict[str, Any]) -> dict[str, Any]:
     if ctx.launches is not None:
         bench["launches"] = ctx.launches
+    bench["warmup_launches"] = _warmup_launches(ctx, bench)
     if ctx.warmup is not None:
         bench["workload"] = {**(bench.get("workload") or {}), "warmup": ctx.warmup}
     bench.pop("points", None)  # a round judges the headline metric only
@@ -366,5 +435,22 @@ def _explanation(
         "notes": [*derived.notes, *([ctx.note] if ctx.note else [])],
         "revert_cells": sum(len(r["cells"]) for r in rounds),
         "launches": sum(int(r["launches"]) for r in rounds),
-        "sentences": sentences(ctx.cell, ctx.baseline, result),
+        "sentences": [*sentences(ctx.cell, ctx.baseline, result), *_cold_sentences(rounds)],
     }
+
+
+def _cold_sentences(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    out = []
+    for meta in rounds:
+        cold = meta.get("cold_starts") or []
+        if not cold:
+            continue
+        warm = int(cold[0]["warmup_launches"])
+        worst = ", ".join(f"{c['cell']} {abs(c['first'] / c['median'] - 1):.0%}" for c in cold)
+        out.append(
+            f"Round {meta['round']}: the first measured launch was a cold start in "
+            f"{len(cold)} of {len(meta['cells']) + 2} cells ({worst} worse than their other "
+            f"launches) after {warm} warm-up launch(es): noise the warm-up did not absorb; "
+            f"`stackmatrix explain --warmup-launches {warm + 1}` measures past it."
+        )
+    return out

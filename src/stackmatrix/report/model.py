@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from stackmatrix.records import PointInfo, RunRecord
@@ -99,7 +100,7 @@ def build_model(
                 )
         cells.append(cell_report(cell, results, headline, thresholds, comparison, drift))
     notes += _unread_notes(results.cells, patterns)
-    notes += _cold_first_launch_notes(cells, headline)
+    notes += [cold.note() for cold in cold_first_launches(cells, headline)]
     return MatrixReport(
         spec_name=run.spec_name,
         spec_hash=run.spec_hash,
@@ -153,11 +154,34 @@ def _points(
     return tuple(out)
 
 
-def _cold_first_launch_notes(cells: Sequence[CellReport], headline: str) -> list[str]:
-    """A cell whose first measured launch is an outlier on the bad side paid for something
-    the warm-up launches did not (a JIT's compiles, cold caches): the H200 upgrade run's
-    first 0.5.12 launch was 23% slow after one warm-up launch, and made its noise 11.6%."""
-    notes = []
+@dataclass(frozen=True)
+class ColdStart:
+    """A cell whose first measured launch is an outlier on the bad side: it paid for
+    something the warm-up launches did not (a JIT's compiles, cold caches)."""
+
+    cell: str
+    label: str  # the launch, e.g. L1
+    first: float
+    median: float  # of the cell's other launches
+    warmup_launches: int
+
+    @property
+    def worse(self) -> float:
+        return abs(self.first / self.median - 1)
+
+    def note(self) -> str:
+        return (
+            f"{self.cell}: its first measured launch ({self.label}, {self.first:.4g}) is an "
+            f"outlier, {self.worse:.0%} worse than its other launches' median "
+            f"({self.median:.4g}); after {self.warmup_launches} warm-up launch(es) it still "
+            "paid for a cold start (a JIT's compiles, cold caches): raise bench.warmup_launches"
+        )
+
+
+def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[ColdStart]:
+    """The cells whose first measured launch was a cold start (the H200 upgrade run's
+    first 0.5.12 launch was 23% slow after one warm-up launch, and made its noise 11.6%)."""
+    out = []
     better_high = higher_is_better(headline)
     for cell in cells:
         measured = [r for r in cell.launches if r.value is not None]
@@ -165,16 +189,11 @@ def _cold_first_launch_notes(cells: Sequence[CellReport], headline: str) -> list
         if len(values) < 3 or not measured[0].outlier:
             continue
         first, median = values[0], statistics.median(values[1:])
-        if (first < median) != better_high:
+        if median == 0 or (first < median) != better_high:
             continue  # an outlier on the good side is not a cold start
-        warm = len(cell.warmup_launches)
-        notes.append(
-            f"{cell.id}: its first measured launch ({measured[0].label}, {first:.4g}) is an "
-            f"outlier, {abs(first / median - 1):.0%} worse than its other launches' median "
-            f"({median:.4g}); after {warm} warm-up launch(es) it still paid for a cold start "
-            "(a JIT's compiles, cold caches): raise bench.warmup_launches"
-        )
-    return notes
+        out.append(ColdStart(cell=cell.id, label=measured[0].label, first=first,
+                             median=median, warmup_launches=len(cell.warmup_launches)))  # fmt: skip
+    return out
 
 
 def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) -> list[str]:

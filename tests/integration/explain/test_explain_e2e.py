@@ -92,6 +92,8 @@ def test_explain_measures_which_difference_makes_a_cell_slower(tmp_path: Path) -
     argv = bench["data"]["launches"][0]["launch_argv"]
     # the cell's own flag, then the baseline's value after it (the last one counts)
     assert argv[-4:] == ["--token-gap-ms", "9", "--token-gap-ms", "3"]
+    # a revert cell is a configuration never served before: one discarded launch first
+    assert len(bench["data"]["warmup_launches"]) == 1
     md = (run / "matrix.md").read_text()
     assert "### Explanation" in md and "explained by --token-gap-ms 9 -> 3" in md
     assert ex["revert_cells"] == 2 and ex["launches"] == 12

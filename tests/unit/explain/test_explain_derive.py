@@ -113,7 +113,10 @@ def test_the_plan_says_what_would_be_reverted_and_what_a_round_costs(tmp_path: P
     assert "revert attention_backend triton -> flashinfer: --attention-backend flashinfer" in text
     assert "cannot be isolated: probe:nccl: no switch known" in text
     # three reverts are measured singly: 5 cells x 4 launches
-    assert lines[-1] == "round 1: 3 revert cell(s) + cu128 + cu130, 4 launch(es) each = 20 launches"
+    assert lines[-1] == (
+        "round 1: 3 revert cell(s) + cu128 + cu130, 4 launch(es) each = 20 launches, "
+        "after 1 warm-up launch(es) each (5 more)"
+    )
     assert not (run / "explain").exists()  # nothing measured, nothing written
 
 

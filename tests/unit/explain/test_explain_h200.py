@@ -1,0 +1,100 @@
+"""The explanation round measured on the lent H200 (reports/examples/h200-sglang-explain):
+judged again here without a GPU, and protected from being measured over (issue 15)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from tests.support.synthetic import story_cells, write_run
+
+from stackmatrix.cli import main
+from stackmatrix.explain.runner import _cold_starts, _derived_spec, explain_cell, prepare
+from stackmatrix.report.load import load_run
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang-explain"
+ROUND = Path("explain") / "triton-capped" / "round-1"
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> Path:
+    run = tmp_path / "h200-sglang-explain"
+    shutil.copytree(EXAMPLE, run)
+    return run
+
+
+def _no_gpu_here(spec_path: Path, output: Path) -> None:
+    raise AssertionError(f"a kept round must not be measured again ({output})")
+
+
+def test_the_h200_round_s_first_launches_were_cold_starts() -> None:
+    # 0 warm-up launches: the first launch of three of the four configurations compiled
+    # its kernels in the measured round (flashinfer 4349 tok/s, then 7112 and 7024)
+    cold = {c["cell"]: c for c in _cold_starts(load_run(EXAMPLE / ROUND), "output_throughput")}
+    assert set(cold) == {"flashinfer", "triton-capped", "triton-capped~max-running-requests=64"}
+    assert cold["flashinfer"]["first"] < 0.7 * cold["flashinfer"]["median"]
+    assert all(c["warmup_launches"] == 0 and c["label"] == "L1" for c in cold.values())
+
+
+def test_rejudging_the_kept_round_says_where_its_noise_came_from(kept: Path) -> None:
+    bench = kept / ROUND / "cells" / "flashinfer" / "bench.json"
+    before = bench.read_bytes()
+    path = explain_cell(kept, "triton-capped", run_round=_no_gpu_here, rejudge=True)
+    ex = json.loads(path.read_text())
+    assert ex["status"].startswith("not explained: too much noise")
+    assert len(ex["rounds"][0]["cold_starts"]) == 3
+    cold = [s for s in ex["sentences"] if "cold start" in s]
+    assert cold and "3 of 4 cells" in cold[0] and "--warmup-launches 1" in cold[0]
+    assert bench.read_bytes() == before  # judged, not touched
+
+
+def test_a_kept_round_is_not_measured_over_by_another_machine(
+    kept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # here the derived round spec has this machine's paths: resuming would rebuild the
+    # cells and replace the H200's launches with whatever happens on this machine
+    cells = kept / ROUND / "cells"
+    before = {p: p.read_bytes() for p in sorted(cells.rglob("*.json"))}
+    code = main(["explain", str(kept), "--cell", "triton-capped", "--warmup", "16",
+                 "--warmup-launches", "0", "--work-dir", str(kept.parent / "w")])  # fmt: skip
+    assert code == 2
+    assert "measured with another round spec" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in sorted(cells.rglob("*.json"))} == before
+
+
+def test_rejudge_refuses_a_round_that_was_never_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    assert main(["explain", str(run), "--cell", "cu130", "--rejudge"]) == 2
+    assert "was not measured (no run.json)" in capsys.readouterr().err
+
+
+def test_revert_rounds_warm_up_each_cell_at_least_once(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    ctx, derived = prepare(run, "cu130", 3)
+    groups = [(derived.changes[0],)]
+
+    def warmups(**kw: int | None) -> object:
+        spec = _derived_spec(dataclasses.replace(ctx, **kw), 1, groups, ["cu130~x"])  # type: ignore[arg-type]
+        return spec["bench"]["warmup_launches"]
+
+    assert (ctx.raw_spec.get("bench") or {}).get("warmup_launches", 0) == 0
+    assert warmups() == 1  # the run had none: revert cells are new configurations
+    assert warmups(warmup_launches=0) == 0  # asked for
+    bench = {**(ctx.raw_spec.get("bench") or {}), "warmup_launches": 2}
+    ctx = dataclasses.replace(ctx, raw_spec={**ctx.raw_spec, "bench": bench})
+    assert warmups() == 2  # the run's own, when it had more
+
+
+@pytest.mark.parametrize("flag", ["--warmup-launches", "--warmup", "--rounds", "--launches"])
+def test_explain_refuses_negative_counts(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", str(tmp_path), "--cell", "b", flag, "-1"]) == 2
+    assert f"explain {flag} must be at least" in capsys.readouterr().err
