@@ -130,6 +130,8 @@ def search(
         if best is None:
             if _worth_a_combination(effects, rounds_left=max_rounds - len(result.rounds)):
                 _combination(current, measure, result, metric, thresholds)
+                if result.cause is not None and result.cause.outcome is Outcome.EXPLAINS:
+                    _narrow(result, measure, metric, thresholds, max_rounds - len(result.rounds))
                 return result
             result.status = _none_recovers(effects)
             return result
@@ -176,6 +178,76 @@ def _combination(
         )
     else:
         result.status = _none_recovers([effect])
+
+
+def _narrow(
+    result: SearchResult[T],
+    measure: Callable[[list[tuple[T, ...]]], RoundData],
+    metric: str,
+    thresholds: Thresholds,
+    rounds_left: int,
+) -> None:
+    """Shrink an explaining combination to the differences it needs: each round reverts
+    the combination without one of its parts; a part whose absence still explains the
+    change is not needed. Parts start as quarters and get finer (delta debugging). When
+    several parts go at once, the smaller set is measured again in the next round (next
+    to its own parts) before it is believed; the last set measured to explain stands."""
+    assert result.cause is not None
+    known = result.cause  # measured: reverting its group explains the change
+    current, verified, n = list(known.group), True, min(len(known.group), 4)
+    while (len(current) > 2 or not verified) and rounds_left > 0:
+        # a pair left unverified is only measured: its halves are single differences
+        parts = _chunks(current, n) if len(current) > 2 else []
+        asked = [tuple(x for x in current if x not in p) for p in parts]
+        if not verified:
+            asked.insert(0, tuple(current))
+        rd = measure(asked)
+        rounds_left -= 1
+        why = rd.not_run or [""] * len(asked)
+        effects = [classify(g, d, rd, metric, thresholds, w)
+                   for g, d, w in zip(asked, rd.groups, why, strict=True)]  # fmt: skip
+        result.rounds.append(effects)
+        if not verified:
+            if effects[0].outcome is not Outcome.EXPLAINS:
+                break  # the parts were not independent: the last verified set stands
+            known, effects = effects[0], effects[1:]
+        unneeded = [p for p, e in zip(parts, effects, strict=True)
+                    if e.outcome is Outcome.EXPLAINS]  # fmt: skip
+        if len(unneeded) == 1:
+            current = [x for x in current if x not in unneeded[0]]
+            known, verified = effects[parts.index(unneeded[0])], True
+        elif unneeded and len(unneeded) < len(parts):
+            gone = {x for p in unneeded for x in p}
+            current, verified = [x for x in current if x not in gone], False
+        elif parts and n < len(current):
+            n = min(2 * n, len(current))
+            continue
+        else:
+            break
+        n = max(min(n, len(current)), 1)
+    _set_narrowed(result, known)
+
+
+def _chunks(items: Sequence[T], n: int) -> list[tuple[T, ...]]:
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(tuple(items[start:end]))
+        start = end
+    return out
+
+
+def _set_narrowed(result: SearchResult[T], known: Effect[T]) -> None:
+    assert result.cause is not None
+    whole = len(result.cause.group)
+    result.cause = known
+    if len(known.group) < whole:
+        result.status = (
+            f"explained by a combination of {len(known.group)} of {whole} differences: no "
+            "half recovers the change alone, these together do (an interaction between "
+            "differences); the others are not needed"
+        )
 
 
 def _best(effects: Sequence[Effect[T]]) -> Effect[T] | None:

@@ -15,7 +15,7 @@ def sentences(cell: str, baseline: str, result: SearchResult[Change]) -> list[st
         out.append(_cause_sentence(cell, baseline, gap, cause))
         if "combination" in result.status:
             out.append(
-                "Only together: reverting either half of them alone recovered nothing "
+                "Only together: reverting a smaller group of them recovered nothing "
                 "measurable (an interaction between these differences)."
             )
     else:

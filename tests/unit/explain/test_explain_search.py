@@ -136,3 +136,52 @@ def test_a_revert_cell_that_did_not_run_is_said_not_called_noise() -> None:
         "not explained: 1 revert cell(s) could not be measured "
         "(b~a=1: build failed (uv could not resolve the pins))"
     )
+
+
+def _either_of(
+    causes: set[str], every: set[str], rng: random.Random
+) -> Callable[[list[tuple[str, ...]]], RoundData]:
+    """Cells 6% slower while any difference of `causes` is kept; the others are free."""
+
+    def speed(kept: set[str]) -> list[list[float]]:
+        f = 0.94 if kept & causes else 1.0
+        return [[100.0 * f * math.exp(rng.gauss(0, 0.01))] for _ in range(5)]
+
+    def measure(groups: list[tuple[str, ...]]) -> RoundData:
+        return RoundData(baseline=speed(set()), candidate=speed(every),
+                         groups=[speed(every - set(g)) for g in groups])  # fmt: skip
+
+    return measure
+
+
+def test_a_combination_is_narrowed_to_the_differences_it_needs() -> None:
+    """Two switches among eight differences, each enough to take the engine off its
+    fast path: no half recovers the change, all eight together do, and the narrowing
+    rounds find the pair."""
+    names = [f"d{i}" for i in range(8)]
+    found = 0
+    rounds: list[int] = []
+    for seed in range(40):
+        rng = random.Random(seed)
+        pair = set(rng.sample(names[:4], 1) + rng.sample(names[4:], 1))  # one per half
+        result = search(names, _either_of(pair, set(names), rng), metric="output_throughput",
+                        thresholds=TH)  # fmt: skip
+        rounds.append(len(result.rounds))
+        if result.cause is not None and set(result.cause.group) == pair:
+            found += 1
+            assert result.cause.outcome is Outcome.EXPLAINS
+            assert result.status.startswith("explained by a combination of 2 of 8 differences")
+    assert found >= 38
+    # halves, all together, quarters left out, then singles left out of the four left
+    # (the set measured again next to them), then the pair measured alone: 13 cells
+    assert max(rounds) <= 5
+
+
+def test_narrowing_stops_at_the_round_cap_with_the_last_set_that_explained() -> None:
+    names = [f"d{i}" for i in range(8)]
+    rng = random.Random(3)
+    result = search(names, _either_of({"d1", "d6"}, set(names), rng),
+                    metric="output_throughput", thresholds=TH, max_rounds=3)  # fmt: skip
+    assert len(result.rounds) == 3
+    assert result.cause is not None and result.cause.outcome is Outcome.EXPLAINS
+    assert {"d1", "d6"} <= set(result.cause.group)  # measured to explain, maybe not minimal
