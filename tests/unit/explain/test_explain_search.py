@@ -84,15 +84,7 @@ def test_no_cause_among_the_differences_is_said_not_guessed() -> None:
 def _redundant_causes(
     every: set[str], rng: random.Random
 ) -> Callable[[list[tuple[str, ...]]], RoundData]:
-    def speed(kept: set[str]) -> list[list[float]]:
-        f = 0.94 if kept else 1.0  # any one difference left keeps the slowdown
-        return [[100.0 * f * math.exp(rng.gauss(0, 0.01))] for _ in range(5)]
-
-    def measure(groups: list[tuple[str, ...]]) -> RoundData:
-        return RoundData(baseline=speed(set()), candidate=speed(every),
-                         groups=[speed(every - set(g)) for g in groups])  # fmt: skip
-
-    return measure
+    return _either_of(every, every, rng)  # any one difference left keeps the slowdown
 
 
 def test_an_interaction_across_the_halves_is_found_as_a_combination() -> None:
