@@ -23,7 +23,7 @@ BASE_LABEL = "stackmatrix.base_image"  # set by every cell build: the base's ref
 
 
 @dataclass(frozen=True, kw_only=True)
-class Engine:
+class ContainerEngine:
     """A docker client that reaches a running engine."""
 
     docker: str  # the client executable
@@ -44,7 +44,7 @@ def docker_executable() -> str | None:
     return shutil.which("docker")
 
 
-def probe_engine() -> Engine | EngineProblem:
+def probe_engine() -> ContainerEngine | EngineProblem:
     """Find the client and ask the engine for its version; never raises."""
     docker = docker_executable()
     if docker is None:
@@ -62,7 +62,7 @@ def probe_engine() -> Engine | EngineProblem:
         )
     client = str(info.get("Client", {}).get("Version", "?"))
     server = str(info["Server"].get("Version", "?"))
-    return Engine(
+    return ContainerEngine(
         docker=docker,
         client_version=client,
         server_version=server,
@@ -141,7 +141,7 @@ def _layers(image: Mapping[str, Any]) -> list[str]:
     return [str(x) for x in ((image.get("RootFS") or {}).get("Layers") or [])]
 
 
-def build_env(engine: Engine) -> dict[str, str]:
+def build_env(engine: ContainerEngine) -> dict[str, str]:
     env = dict(os.environ)
     env["DOCKER_BUILDKIT"] = "1" if engine.buildkit else "0"
     # plain progress keeps the log readable (no terminal control sequences)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from stackmatrix import _proc
 from stackmatrix.envs.base import BuildOutcome, Environment
-from stackmatrix.envs.drift import detect_drift
 from stackmatrix.envs.lock import lockscript_path, parse_lockscript_output
+from stackmatrix.envs.resolver_drift import detect_drift
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 

@@ -27,7 +27,7 @@ from typing import Any
 from stackmatrix import _proc
 from stackmatrix._secrets import has_credentials, is_secret_name, redact_files
 from stackmatrix.envs import _docker_cli, _docker_context, _docker_rootfs
-from stackmatrix.envs._docker_cli import Engine, EngineProblem
+from stackmatrix.envs._docker_cli import ContainerEngine, EngineProblem
 from stackmatrix.envs._docker_containers import (
     OWNER_LABEL,
     PASS_ENV,
@@ -105,8 +105,8 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
 _Built = tuple[dict[str, Any], float]  # the inspected image and the build's duration
 
 
-def _build_image(engine: Engine, cell: Cell, spec_dir: Path, cell_dir: Path, log_path: Path,
-                 tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
+def _build_image(engine: ContainerEngine, cell: Cell, spec_dir: Path, cell_dir: Path,
+                 log_path: Path, tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
     urls = (*cell.pins, cell.index_url or "", *cell.extra_index_urls, *cell.find_links)
     if not engine.buildkit and has_credentials(*urls):
         message = (
@@ -131,7 +131,7 @@ def _build_image(engine: Engine, cell: Cell, spec_dir: Path, cell_dir: Path, log
         redact_files(files / "requirements.txt", files / "plan.json")
 
 
-def _run_build(engine: Engine, cell: Cell, ctx: _docker_context.Context, log_path: Path,
+def _run_build(engine: ContainerEngine, cell: Cell, ctx: _docker_context.Context, log_path: Path,
                tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
     argv = [
         engine.docker, "build", "--network=host",
@@ -186,7 +186,7 @@ def _build_failed(cell: Cell, res: _proc.ProcResult, base: str) -> BuildOutcome:
     return _failed("build_failed", finding.message, (finding,))
 
 
-def _describe(engine: Engine, cell: Cell, image: dict[str, Any], tag: str, cell_dir: Path,
+def _describe(engine: ContainerEngine, cell: Cell, image: dict[str, Any], tag: str, cell_dir: Path,
               log_path: Path, reused: bool, timings: dict[str, float]) -> BuildOutcome:  # fmt: skip
     image_id = str(image["Id"])
     started = time.monotonic()
@@ -220,7 +220,9 @@ def _describe(engine: Engine, cell: Cell, image: dict[str, Any], tag: str, cell_
     )
 
 
-def _inventory(engine: Engine, container: str, tag: str, log_path: Path) -> str | BuildOutcome:
+def _inventory(
+    engine: ContainerEngine, container: str, tag: str, log_path: Path
+) -> str | BuildOutcome:
     """What lockscript.py prints when run by the image's venv python."""
     from stackmatrix.envs.lock import lockscript_path
 
@@ -255,7 +257,7 @@ def _json_line(text: str) -> str:
 
 
 def _findings(cell: Cell, lock: Sequence[LockEntry]) -> list[Finding]:
-    from stackmatrix.envs.drift import detect_drift
+    from stackmatrix.envs.resolver_drift import detect_drift
 
     findings = list(detect_drift(cell, lock))
     for name, _ in cell.env:
@@ -275,7 +277,7 @@ def _findings(cell: Cell, lock: Sequence[LockEntry]) -> list[Finding]:
     return findings
 
 
-def _environment(engine: Engine, cell: Cell, tag: str, root: Path) -> Environment:
+def _environment(engine: ContainerEngine, cell: Cell, tag: str, root: Path) -> Environment:
     site = sorted((root / VENV_PATH.lstrip("/") / "lib").glob("python3*/site-packages"))
     gpus = ["--gpus", "all"] if cell.gpus > 0 else []
     python = (engine.docker, "run", "--rm", "-i", "--network=host", *gpus,
@@ -291,7 +293,7 @@ def _environment(engine: Engine, cell: Cell, tag: str, root: Path) -> Environmen
     )
 
 
-def _data(engine: Engine, image: dict[str, Any], tag: str, root: Path,
+def _data(engine: ContainerEngine, image: dict[str, Any], tag: str, root: Path,
           timings: dict[str, float]) -> dict[str, Any]:  # fmt: skip
     labels = (image.get("Config") or {}).get("Labels") or {}
     base_ref = str(labels.get("stackmatrix.base_image", ""))

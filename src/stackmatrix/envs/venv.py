@@ -25,13 +25,13 @@ from stackmatrix import _atomic, _proc
 from stackmatrix._secrets import redact_files, redact_text
 from stackmatrix.envs import _uv
 from stackmatrix.envs.base import BuildOutcome, Environment, LockEntry
-from stackmatrix.envs.drift import detect_drift
 from stackmatrix.envs.lock import (
     lock_digest,
     lockscript_path,
     parse_compiled,
     parse_lockscript_output,
 )
+from stackmatrix.envs.resolver_drift import detect_drift
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell

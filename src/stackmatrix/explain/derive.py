@@ -16,7 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from stackmatrix.compat import _data
-from stackmatrix.report.drift import Difference
+from stackmatrix.report.config_drift import Difference
 
 # engines whose flags are their argument names with dashes (`attention_backend` ->
 # `--attention-backend`)

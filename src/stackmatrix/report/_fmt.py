@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stackmatrix.report.drift import Difference
+from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.stats import Comparison, Interval
 
 METRIC_LABELS = {

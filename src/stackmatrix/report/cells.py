@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from stackmatrix.findings import Severity
 from stackmatrix.records import check_verdict
-from stackmatrix.report import drift as drift_mod
+from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.load import CellResults, RunResults, read_requests
 from stackmatrix.report.matrix import MISSING, UNREADABLE, CellReport, LaunchRow, PhaseSummary
 from stackmatrix.report.stats import Comparison, Thresholds, interval, launch_samples

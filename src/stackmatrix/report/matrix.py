@@ -11,7 +11,7 @@ from typing import Any
 
 from stackmatrix import __version__
 from stackmatrix.findings import Finding
-from stackmatrix.report import drift as drift_mod
+from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.power import Calibration
 from stackmatrix.report.stats import Comparison, Interval, Thresholds, Verdict
 from stackmatrix.results import Status

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackmatrix.records import PointInfo, RunRecord
-from stackmatrix.report import drift as drift_mod
+from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.cells import cell_report
 from stackmatrix.report.compat_data import compat_dir
 from stackmatrix.report.facts import collect, log_engine

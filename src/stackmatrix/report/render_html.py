@@ -17,7 +17,7 @@ from stackmatrix.report._html import (
     html_table,
     status_badge,
 )
-from stackmatrix.report.drift import Difference
+from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.report.render_md import PHASE_KINDS
 from stackmatrix.report.stats import Verdict

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt
-from stackmatrix.report.drift import Difference
+from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.report.stats import Verdict
 

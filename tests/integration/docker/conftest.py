@@ -27,7 +27,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 
 
 @pytest.fixture(scope="session")
-def engine() -> Iterator[_docker_cli.Engine]:
+def engine() -> Iterator[_docker_cli.ContainerEngine]:
     found = _docker_cli.probe_engine()
     if isinstance(found, _docker_cli.EngineProblem):
         message = f"no Docker engine: {found.message}"
@@ -38,7 +38,9 @@ def engine() -> Iterator[_docker_cli.Engine]:
         yield _prefer_buildkit(found, mp)
 
 
-def _prefer_buildkit(found: _docker_cli.Engine, mp: pytest.MonkeyPatch) -> _docker_cli.Engine:
+def _prefer_buildkit(
+    found: _docker_cli.ContainerEngine, mp: pytest.MonkeyPatch
+) -> _docker_cli.ContainerEngine:
     """On the vfs storage driver a legacy build copies the whole image per step (about
     100 s against 15 s with BuildKit); Debian's docker.io client does BuildKit without
     the buildx plugin that newer clients need, so use it when the default can't."""
@@ -47,13 +49,13 @@ def _prefer_buildkit(found: _docker_cli.Engine, mp: pytest.MonkeyPatch) -> _dock
         return found
     mp.setenv(_docker_cli.DOCKER_ENV, str(debian_client))
     other = _docker_cli.probe_engine()
-    if isinstance(other, _docker_cli.Engine) and other.buildkit:
+    if isinstance(other, _docker_cli.ContainerEngine) and other.buildkit:
         return other
     mp.delenv(_docker_cli.DOCKER_ENV)
     return found
 
 
-def _docker(engine: _docker_cli.Engine, *args: str, stdin: bytes | None = None) -> str:
+def _docker(engine: _docker_cli.ContainerEngine, *args: str, stdin: bytes | None = None) -> str:
     res = subprocess.run(
         [engine.docker, *args], input=stdin, capture_output=True, check=False, timeout=900
     )
@@ -62,7 +64,7 @@ def _docker(engine: _docker_cli.Engine, *args: str, stdin: bytes | None = None) 
     return res.stdout.decode()
 
 
-def _image_exists(engine: _docker_cli.Engine, ref: str) -> bool:
+def _image_exists(engine: _docker_cli.ContainerEngine, ref: str) -> bool:
     return _docker_cli.inspect_image(engine.docker, ref) is not None
 
 
@@ -103,7 +105,7 @@ def _debootstrap_tarball() -> Path:
 
 
 @pytest.fixture(scope="session")
-def base_image(engine: _docker_cli.Engine) -> str:
+def base_image(engine: _docker_cli.ContainerEngine) -> str:
     if not _image_exists(engine, BASE_IMAGE):
         tarball = _debootstrap_tarball()
         _docker(engine, "import", str(tarball), BASE_IMAGE)
@@ -111,7 +113,7 @@ def base_image(engine: _docker_cli.Engine) -> str:
 
 
 @pytest.fixture(scope="session")
-def no_python_image(engine: _docker_cli.Engine) -> str:
+def no_python_image(engine: _docker_cli.ContainerEngine) -> str:
     """An image with one file in it: no shell, no python."""
     if not _image_exists(engine, NO_PYTHON_IMAGE):
         buf = io.BytesIO()

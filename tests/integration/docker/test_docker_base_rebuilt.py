@@ -17,7 +17,9 @@ from stackmatrix.spec_model import Cell
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 
-def _make_base(engine: _docker_cli.Engine, base_image: str, tag: str, tmp: Path, n: int) -> None:
+def _make_base(
+    engine: _docker_cli.ContainerEngine, base_image: str, tag: str, tmp: Path, n: int
+) -> None:
     context = tmp / f"base-{n}"
     context.mkdir()
     # the local CUDA bases are made the same way: a layer on the Debian base
@@ -41,7 +43,7 @@ def _build(cell: Cell, tmp: Path, content_hash: str, n: int) -> tuple[BuildOutco
 
 
 def test_a_rebuilt_base_rebuilds_the_cell(
-    engine: _docker_cli.Engine, base_image: str, host_ca: str, tmp_path: Path
+    engine: _docker_cli.ContainerEngine, base_image: str, host_ca: str, tmp_path: Path
 ) -> None:
     session = uuid.uuid4().hex
     base = f"stackmatrix-test/rebuilt-base:{session[:12]}"

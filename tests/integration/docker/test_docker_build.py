@@ -45,14 +45,14 @@ def _build(
     return out, log
 
 
-def _rmi(engine: _docker_cli.Engine, *refs: str) -> None:
+def _rmi(engine: _docker_cli.ContainerEngine, *refs: str) -> None:
     for ref in refs:
         subprocess.run([engine.docker, "rmi", "-f", ref], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")
 def built(
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     base_image: str,
     host_ca: str,
     tmp_path_factory: pytest.TempPathFactory,
@@ -83,7 +83,9 @@ def built(
     _rmi(engine, docker.image_tag(cell, content_hash))
 
 
-def test_build_records_image_lock_and_drift(built: Built, engine: _docker_cli.Engine) -> None:
+def test_build_records_image_lock_and_drift(
+    built: Built, engine: _docker_cli.ContainerEngine
+) -> None:
     out = built.outcome
     assert out.status is Status.OK, (out.code, out.message, built.log.read_text()[-3000:])
     assert not out.reused
@@ -134,7 +136,7 @@ def test_second_build_reuses_the_image(built: Built, tmp_path: Path) -> None:
 
 
 def test_secrets_never_reach_image_build_or_reports(
-    built: Built, engine: _docker_cli.Engine
+    built: Built, engine: _docker_cli.ContainerEngine
 ) -> None:
     tag = docker.image_tag(built.cell, built.content_hash)
     history = subprocess.run(
@@ -179,7 +181,7 @@ def test_secrets_never_reach_image_build_or_reports(
     assert [f.subject for f in secret] == ["HF_TOKEN"]
 
 
-def _install_containers(engine: _docker_cli.Engine) -> set[str]:
+def _install_containers(engine: _docker_cli.ContainerEngine) -> set[str]:
     """Containers left by a build step of ours (the legacy builder keeps failed ones)."""
     out = subprocess.run(
         [engine.docker, "ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Command}}"],
@@ -193,7 +195,7 @@ def _install_containers(engine: _docker_cli.Engine) -> set[str]:
 @pytest.mark.parametrize("mode", ["buildkit", "legacy"])
 def test_failed_build_is_a_status(
     mode: str,
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     base_image: str,
     host_ca: str,
     tmp_path: Path,
@@ -226,7 +228,7 @@ def test_base_without_python_is_no_python(no_python_image: str, tmp_path: Path) 
 
 
 def test_image_without_the_venv_is_no_python(
-    engine: _docker_cli.Engine, base_image: str, tmp_path: Path
+    engine: _docker_cli.ContainerEngine, base_image: str, tmp_path: Path
 ) -> None:
     # an image already carrying the tag, but not built by us: python3 yes, venv no
     cell = Cell(id="foreign", backend="docker", base_image=base_image)
@@ -250,7 +252,7 @@ def test_stopped_engine_is_docker_unavailable(
     assert "start dockerd" in out.message and "start dockerd" in log.read_text()
 
 
-def _client_for(mode: str, engine: _docker_cli.Engine) -> str:
+def _client_for(mode: str, engine: _docker_cli.ContainerEngine) -> str:
     if mode == "legacy" or engine.buildkit:
         return engine.docker
     # Debian's docker.io client (20.10) runs BuildKit builds without the buildx plugin
@@ -263,7 +265,7 @@ def _client_for(mode: str, engine: _docker_cli.Engine) -> str:
 @pytest.mark.parametrize("mode", ["buildkit", "legacy"])
 def test_both_builders_make_the_same_venv(
     mode: str,
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     base_image: str,
     host_ca: str,
     tmp_path: Path,

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 @pytest.fixture(scope="module")
 def environment(
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     base_image: str,
     host_ca: str,
     tmp_path_factory: pytest.TempPathFactory,
@@ -63,7 +63,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _exists(engine: _docker_cli.Engine, name: str) -> bool:
+def _exists(engine: _docker_cli.ContainerEngine, name: str) -> bool:
     res = subprocess.run(
         [engine.docker, "container", "inspect", name], capture_output=True, check=False
     )
@@ -90,7 +90,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def test_server_in_container_is_reached_from_host_and_removed(
     environment: Environment,
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -166,7 +166,9 @@ def test_container_sees_env_and_secret_by_name_and_a_read_only_mount(
     assert not list(tmp_path.iterdir())
 
 
-def test_ctrl_c_removes_the_container(environment: Environment, engine: _docker_cli.Engine) -> None:
+def test_ctrl_c_removes_the_container(
+    environment: Environment, engine: _docker_cli.ContainerEngine
+) -> None:
     name = f"stackmatrix-test-{uuid.uuid4().hex[:8]}"
     argv = docker.container_command(
         environment,
@@ -189,7 +191,9 @@ def test_ctrl_c_removes_the_container(environment: Environment, engine: _docker_
         _stop(proc)
 
 
-def test_containers_of_others_are_left_alone(engine: _docker_cli.Engine, base_image: str) -> None:
+def test_containers_of_others_are_left_alone(
+    engine: _docker_cli.ContainerEngine, base_image: str
+) -> None:
     name = f"not-ours-{uuid.uuid4().hex[:8]}"
     cid = subprocess.run(
         [engine.docker, "create", "--name", name, base_image, "/bin/true"],

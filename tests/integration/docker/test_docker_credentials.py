@@ -36,7 +36,7 @@ def _cell(base_image: str, index: str, mode: str) -> Cell:
 
 
 def test_buildkit_build_keeps_no_credentials(
-    engine: _docker_cli.Engine, base_image: str, index: str, tmp_path: Path
+    engine: _docker_cli.ContainerEngine, base_image: str, index: str, tmp_path: Path
 ) -> None:
     if not engine.buildkit:
         pytest.fail("the suite's engine fixture prefers BuildKit; it is not available")
@@ -65,7 +65,10 @@ def test_buildkit_build_keeps_no_credentials(
 
 
 def test_legacy_builder_refuses_credentials(
-    engine: _docker_cli.Engine, base_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: _docker_cli.ContainerEngine,
+    base_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("STACKMATRIX_DOCKER_BUILDKIT", "0")
     cell = _cell(base_image, "127.0.0.1:9", "legacy")  # refused before anything is fetched

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 
 def test_cuda_template_builds_on_an_apt_base(
-    engine: _docker_cli.Engine, base_image: str, host_ca: str, tmp_path: Path
+    engine: _docker_cli.ContainerEngine, base_image: str, host_ca: str, tmp_path: Path
 ) -> None:
     cell = Cell(
         id="cu130-small",

@@ -17,7 +17,7 @@ from stackmatrix.envs import _docker_cli, _docker_rootfs, _untar
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 
-def _export(engine: _docker_cli.Engine, image: str, work: Path) -> Path:
+def _export(engine: _docker_cli.ContainerEngine, image: str, work: Path) -> Path:
     image_info = _docker_cli.inspect_image(engine.docker, image)
     assert image_info is not None
     with _docker_rootfs.created_container(
@@ -31,7 +31,7 @@ def _export(engine: _docker_cli.Engine, image: str, work: Path) -> Path:
 
 
 def test_the_export_streams_the_image_tree(
-    engine: _docker_cli.Engine, base_image: str, tmp_path: Path
+    engine: _docker_cli.ContainerEngine, base_image: str, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
     root = _export(engine, base_image, work)
@@ -45,7 +45,7 @@ def test_the_export_streams_the_image_tree(
 
 
 def test_ctrl_c_during_a_real_export_leaves_nothing(
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     base_image: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

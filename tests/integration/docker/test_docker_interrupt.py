@@ -19,7 +19,7 @@ TOKEN = f"hf_{uuid.uuid4().hex}"  # the shape of a Hugging Face token
 
 
 def test_ctrl_c_stops_a_docker_build_within_seconds(
-    engine: _docker_cli.Engine, base_image: str, tmp_path: Path
+    engine: _docker_cli.ContainerEngine, base_image: str, tmp_path: Path
 ) -> None:
     # a unique sleep, so that its process (the RUN step, a host process under the
     # engine) is this build's and no other's

@@ -105,7 +105,7 @@ class Runs:
 
 @pytest.fixture(scope="module")
 def derived_image(
-    engine: _docker_cli.Engine, base_image: str, tmp_path_factory: pytest.TempPathFactory
+    engine: _docker_cli.ContainerEngine, base_image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> str:
     """A second base: the bookworm one plus a layer of its own (a different image id)."""
     if _docker_cli.inspect_image(engine.docker, DERIVED_IMAGE) is None:
@@ -154,7 +154,7 @@ def torch_links() -> Path:
 
 @pytest.fixture(scope="module")
 def runs(
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     base_image: str,
     derived_image: str,
     torch_links: Path,
@@ -185,7 +185,7 @@ def runs(
 
 
 def _run_cli(
-    engine: _docker_cli.Engine,
+    engine: _docker_cli.ContainerEngine,
     spec: Path,
     out: Path,
     work: Path,
@@ -221,7 +221,7 @@ def _build(run: Run, cell: str) -> dict[str, Any]:
 
 
 def test_both_cells_build_an_image_on_their_own_base(
-    runs: Runs, engine: _docker_cli.Engine
+    runs: Runs, engine: _docker_cli.ContainerEngine
 ) -> None:
     base_ids = set()
     for cell in CELLS:
@@ -263,7 +263,7 @@ def test_check_ran_inside_the_image_and_scanned_its_filesystem(runs: Runs) -> No
 
 
 def test_bench_served_from_the_container_to_the_host_client(
-    runs: Runs, engine: _docker_cli.Engine
+    runs: Runs, engine: _docker_cli.ContainerEngine
 ) -> None:
     model = runs.work_dir.resolve() / "models" / "tiny-llama"
     assert (model / "config.json").is_file()
@@ -296,7 +296,7 @@ def test_bench_served_from_the_container_to_the_host_client(
         assert bench["data"]["summary"]["output_throughput"] > 0
 
 
-def test_no_container_of_ours_is_left(runs: Runs, engine: _docker_cli.Engine) -> None:
+def test_no_container_of_ours_is_left(runs: Runs, engine: _docker_cli.ContainerEngine) -> None:
     for run in (runs.first,):
         images = [_build(run, cell)["image"] for cell in CELLS]
         filters = [x for image in images for x in ("--filter", f"ancestor={image}")]

@@ -55,7 +55,7 @@ def test_inseparable_pins_are_reverted_together() -> None:
 def _derive_args(
     base: list[str], cell: list[str], resolved: dict[str, str] | None = None
 ) -> Derived:
-    from stackmatrix.report.drift import Difference
+    from stackmatrix.report.config_drift import Difference
 
     intended = [Difference(key=f"server:{k}", baseline=v, value="x", intended=True)
                 for k, v in (resolved or {}).items()]  # fmt: skip
@@ -93,7 +93,7 @@ def test_server_args_go_back_whole_when_a_flag_cannot_go_back_alone() -> None:
 
 
 def test_a_field_of_a_structured_setting_is_not_taken_for_a_flag() -> None:
-    from stackmatrix.report.drift import Difference
+    from stackmatrix.report.config_drift import Difference
 
     nested = Difference(key="server:cuda_graph_config.decode.max_bs", baseline="16", value="4",
                         intended=False)  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from stackmatrix.errors import ResultsError
-from stackmatrix.report.drift import Ranking, diff, load_ranking
+from stackmatrix.report.config_drift import Ranking, diff, load_ranking
 from stackmatrix.report.facts import collect
 from stackmatrix.report.load import CellResults
 from stackmatrix.report.logfacts import LogPattern, load_patterns, read_facts
