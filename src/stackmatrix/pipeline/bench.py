@@ -9,11 +9,11 @@ from pathlib import Path
 
 from stackmatrix.envs.backends import get_backend
 from stackmatrix.envs.base import Environment
-from stackmatrix.errors import StackmatrixError
+from stackmatrix.errors import ResultsError, StackmatrixError
 from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.phases import environments
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
+from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import Spec
 
 
@@ -34,15 +34,60 @@ def bench_phase(
             spec = _with_tiny_model(spec, opts.work_dir, envs, progress)
         except StackmatrixError as exc:
             return _mark_all(run, ids, "bench", Status.FAILED, "model_unavailable", exc.message)
-    return run_bench_phase(
-        spec,
-        run,
-        ids,
-        environments=envs,
-        order=opts.order or opts.spec.order,
-        force=opts.force,
-        progress=lambda cell, msg: progress("bench", cell, msg),
-    )
+    try:
+        return run_bench_phase(
+            spec,
+            run,
+            ids,
+            environments=envs,
+            order=opts.order or opts.spec.order,
+            force=opts.force,
+            progress=lambda cell, msg: progress("bench", cell, msg),
+        )
+    except Exception as exc:  # the phase's own set-up (workload, schedule), not a cell's
+        return _phase_crashed(run, ids, exc, progress)
+
+
+def _phase_crashed(
+    run: RunDir, ids: Sequence[str], exc: Exception, progress: Progress
+) -> dict[str, PhaseResult]:
+    """A crash outside any one cell's launches (a workload file that cannot be read, a
+    full disk writing the schedule) becomes the status of every cell whose bench did
+    not finish, as build's and check's crashes do (runner.run_phase); finished cells
+    keep theirs. Bad input says what is wrong; a crash of ours points at bench.log."""
+    out: dict[str, PhaseResult] = {}
+    for cid in ids:
+        cell_dir = run.cell(cid)
+        old = _finished(cell_dir)
+        if old is not None:
+            out[cid] = old
+            continue
+        if isinstance(exc, StackmatrixError):
+            code, message = "bench_failed", exc.message
+        else:
+            code, message = INTERNAL_ERROR, _crash_message(cell_dir, exc)
+        result = PhaseResult(phase="bench", cell=cid, status=Status.FAILED, inputs_hash="",
+                             code=code, message=message, started=now_iso(),
+                             finished=now_iso())  # fmt: skip
+        cell_dir.write(result)
+        progress("bench", cid, f"bench failed: {message}")
+        out[cid] = result
+    return out
+
+
+def _finished(cell_dir: CellDir) -> PhaseResult | None:
+    try:
+        old = cell_dir.read("bench")
+    except ResultsError:
+        return None
+    return old if old is not None and old.complete else None
+
+
+def _crash_message(cell_dir: CellDir, exc: Exception) -> str:
+    try:
+        return cell_dir.crashed("bench", exc)
+    except OSError:  # the log cannot be written either (the disk that caused it)
+        return f"{type(exc).__name__}: {exc}"
 
 
 TINY_MODEL_PREFIX = "stackmatrix:tiny-llama"
