@@ -50,6 +50,7 @@ class Launch:
     points: dict[str, _PointRounds] | None = None
     config: EffectiveConfig | None = None
     launch_argv: list[str] | None = None
+    ready_s: float | None = None
     failure: server.ServerFailed | None = None
     teardown: dict[str, Any] | None = None
     finished: str | None = None
@@ -71,6 +72,7 @@ class Launch:
             status="failed" if failure else "ok",
             rounds=tuple(self.rounds),
             launch_argv=tuple(self.launch_argv) if self.launch_argv is not None else None,
+            ready_s=self.ready_s,
             points=points,
             code=failure.code if failure else None,
             message=failure.message if failure else None,
@@ -98,6 +100,7 @@ def run_launch(
     srv: server.RunningServer | None = None
     try:
         with _serve(bench, engine, st, model, args, log_path) as srv:
+            launch.ready_s = srv.ready_s
             launch.config = engine.effective_config(
                 srv.base_url, launch_args=args, env_version=_version(engine, st)
             )

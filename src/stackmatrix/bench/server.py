@@ -69,6 +69,7 @@ class RunningServer:
     launch_args: tuple[str, ...]  # the engine flags (spec + cell), for the effective config
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None  # None for an external server
+    ready_s: float | None = None  # seconds from its start to ready (None: not started by us)
     teardown: Teardown = field(default_factory=Teardown)
 
     def alive(self) -> bool:
@@ -163,12 +164,14 @@ def launch(
         launch_args=tuple(args),
         log_path=log_path,
     )
+    started = time.monotonic()
     server.proc = _start(argv, environment.env, log_path)
     live: Path | None = None
     try:
         # kept while it runs: a SIGKILLed run leaves it to the next one (leftovers.py)
         live = leftovers.record(log_path, server.proc, port, backend.name, command.handle)
         wait_ready(server, engine, ready_timeout_s)
+        server.ready_s = round(time.monotonic() - started, 3)
         yield server
     except ServerFailed as exc:
         exc.server = server

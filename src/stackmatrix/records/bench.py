@@ -92,6 +92,7 @@ class LaunchRecord:
     status: str | None = None
     rounds: tuple[RoundRecord, ...] = ()
     launch_argv: tuple[str, ...] | None = None
+    ready_s: float | None = None  # from the server's start to its readiness (started by us)
     points: dict[str, PointRun] | None = None
     code: str | None = None
     message: str | None = None
@@ -129,6 +130,7 @@ class LaunchRecord:
                 if isinstance(argv, list) and all(isinstance(a, str) for a in argv)
                 else None
             ),
+            ready_s=number(raw.get("ready_s")),
             points=(
                 {str(k): PointRun.from_dict(obj(v)) for k, v in points.items()}
                 if isinstance(points, dict)

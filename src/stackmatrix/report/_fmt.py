@@ -36,6 +36,11 @@ def number(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+def seconds(value: float | None) -> str:
+    """A duration of seconds to minutes (a server's start-up), to the second."""
+    return "—" if value is None or not math.isfinite(value) else f"{value:.0f} s"
+
+
 def count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 

@@ -115,6 +115,7 @@ def _launch_rows(
                 outlier=False,
                 env_facts=dict(launch.env_facts),
                 warmup=warmup,
+                ready_s=launch.ready_s,
             )
         )
     return tuple(rows) if warmup else _mark_outliers(rows)

@@ -56,6 +56,7 @@ class LaunchRow:
     outlier: bool
     env_facts: dict[str, Any]
     warmup: bool = False  # a discarded warm-up launch, in no statistic
+    ready_s: float | None = None  # its server's start-up: from start to ready
 
     @property
     def label(self) -> str:
@@ -70,6 +71,7 @@ class LaunchRow:
             "outlier": self.outlier,
             "env_facts": self.env_facts,
             "warmup": self.warmup,
+            **({"ready_s": self.ready_s} if self.ready_s is not None else {}),
         }
 
 

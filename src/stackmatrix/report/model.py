@@ -101,6 +101,7 @@ def build_model(
         cells.append(cell_report(cell, results, headline, thresholds, comparison, drift))
     notes += _unread_notes(results.cells, patterns)
     notes += [cold.note() for cold in cold_first_launches(cells, headline)]
+    notes += slow_startups(cells)
     return MatrixReport(
         spec_name=run.spec_name,
         spec_hash=run.spec_hash,
@@ -194,6 +195,34 @@ def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[Cold
         out.append(ColdStart(cell=cell.id, label=measured[0].label, first=first,
                              median=median, warmup_launches=len(cell.warmup_launches)))  # fmt: skip
     return out
+
+
+def slow_startups(cells: Sequence[CellReport]) -> list[str]:
+    """Cells whose servers take much longer than the baseline's to be ready (median of
+    the measured launches, 1.5x and 10 s at least): a cost outside the throughput that
+    every new replica pays. On the H200, flashinfer's servers took ~170 s against
+    triton's ~85 s, every launch, caches warm."""
+    base = next((c for c in cells if c.is_baseline), None)
+    base_ready = _median_ready(base) if base is not None else None
+    if base is None or base_ready is None:
+        return []
+    out = []
+    for cell in cells:
+        ready = _median_ready(cell)
+        if cell.is_baseline or ready is None or ready < 1.5 * base_ready or ready - base_ready < 10:
+            continue
+        n = sum(1 for r in cell.launches if r.ready_s is not None)
+        out.append(
+            f"{cell.id}: its servers took {ready:.0f} s to be ready (median of {n} launches) "
+            f"against {base_ready:.0f} s for the baseline {base.id}: a start-up cost (JIT "
+            "compiles, CUDA graph captures, loading) that every new replica pays"
+        )
+    return out
+
+
+def _median_ready(cell: CellReport) -> float | None:
+    values = [r.ready_s for r in cell.launches if r.ready_s is not None]
+    return statistics.median(values) if values else None
 
 
 def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) -> list[str]:

@@ -359,20 +359,22 @@ def _order(s: Severity) -> int:
 def _launches(c: CellReport) -> str:
     if not c.launches and not c.warmup_launches:
         return ""
+    launches = (*c.warmup_launches, *c.launches)
+    ready = any(launch.ready_s is not None for launch in launches)
     rows = [
         [
             esc(launch.label),
             esc(launch.status),
+            *([esc(_fmt.seconds(launch.ready_s))] if ready else []),
             esc(_fmt.number(launch.value)),
             esc(" ".join(_fmt.number(r) for r in launch.rounds)),
             (badge("outlier", "open") + " " if launch.outlier else "")
             + esc(_fmt.facts_text(launch.env_facts)),
         ]
-        for launch in (*c.warmup_launches, *c.launches)
+        for launch in launches
     ]
-    return "<h3>Launches</h3>" + html_table(
-        ["launch", "status", "median#", "rounds", "environment"], rows
-    )
+    head = ["launch", "status", *(["ready#"] if ready else []), "median#", "rounds", "environment"]
+    return "<h3>Launches</h3>" + html_table(head, rows)
 
 
 def _spec(report: MatrixReport) -> str:

@@ -340,15 +340,19 @@ def _launches_md(c: CellReport) -> str:
     if not c.launches and not c.warmup_launches:
         return ""
     rows = []
-    for launch in (*c.warmup_launches, *c.launches):
+    launches = (*c.warmup_launches, *c.launches)
+    ready = any(launch.ready_s is not None for launch in launches)
+    for launch in launches:
         facts = _fmt.facts_text(launch.env_facts) if launch.outlier else ""
         rows.append(
             [
                 launch.label,
                 launch.status,
+                *([_fmt.seconds(launch.ready_s)] if ready else []),
                 _fmt.number(launch.value),
                 " ".join(_fmt.number(r) for r in launch.rounds),
                 ("outlier: " + facts) if launch.outlier else "",
             ]
         )
-    return "Launches:\n\n" + _table(["launch", "status", "median", "rounds", "note"], rows)
+    head = ["launch", "status", *(["ready"] if ready else []), "median", "rounds", "note"]
+    return "Launches:\n\n" + _table(head, rows)

@@ -94,6 +94,9 @@ def test_explain_measures_which_difference_makes_a_cell_slower(tmp_path: Path) -
     assert argv[-4:] == ["--token-gap-ms", "9", "--token-gap-ms", "3"]
     # a revert cell is a configuration never served before: one discarded launch first
     assert len(bench["data"]["warmup_launches"]) == 1
+    # each launch says how long its server took to be ready, and the report shows it
+    assert all(0 < x["ready_s"] < 30 for x in bench["data"]["launches"])
+    assert "| launch | status | ready | median |" in (round_dir / "matrix.md").read_text()
     md = (run / "matrix.md").read_text()
     assert "### Explanation" in md and "explained by --token-gap-ms 9 -> 3" in md
     assert ex["revert_cells"] == 2 and ex["launches"] == 12
