@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from stackmatrix import __version__, _signals, layout
 from stackmatrix._console import Console, write_step_summary
 from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
-from stackmatrix.spec_model import BACKENDS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
+from stackmatrix.spec_names import BACKENDS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
 
 if TYPE_CHECKING:
     from stackmatrix.spec_model import Spec
@@ -26,7 +26,8 @@ log = logging.getLogger("stackmatrix")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(_command_word(argv)).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
@@ -46,11 +47,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _signals.exit_code(exc)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The command, when nothing but -v precedes it (then no main-parser option, such
+    as -h, needs the other commands)."""
+    return next((a for a in argv if a not in ("-v", "--verbose")), None)
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stackmatrix", description=__doc__)
     p.add_argument("--version", action="version", version=f"stackmatrix {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if command == "inspect":
+        # its sub-parser alone: the other thirteen were a tenth of inspect's run
+        # (issue 17, item 3); its usage, help and errors name only the main parser
+        _add_inspect(sub)
+        return p
 
     v = sub.add_parser("validate", help="check a matrix spec and report every problem")
     v.add_argument("spec", type=Path)
@@ -142,11 +154,7 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
 
 def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Commands whose implementation lives in the compat/bench/report packages."""
-    ins = sub.add_parser("inspect", help="GPU-arch and ABI facts of a wheel, .so, dir or env")
-    ins.add_argument("path", type=Path)
-    ins.add_argument("--target", action="append", default=[], metavar="sm_XY")
-    ins.add_argument("--json", action="store_true")
-    ins.set_defaults(func=cmd_inspect)
+    _add_inspect(sub)
 
     pr = sub.add_parser("probe", help="runtime facts of this interpreter (torch, CUDA, GPUs)")
     pr.add_argument("rest", nargs=argparse.REMAINDER)
@@ -184,6 +192,14 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     mg.add_argument("--history", type=Path, default=None, help="SQLite history file")
     mg.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
     mg.set_defaults(func=cmd_merge)
+
+
+def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ins = sub.add_parser("inspect", help="GPU-arch and ABI facts of a wheel, .so, dir or env")
+    ins.add_argument("path", type=Path)
+    ins.add_argument("--target", action="append", default=[], metavar="sm_XY")
+    ins.add_argument("--json", action="store_true")
+    ins.set_defaults(func=cmd_inspect)
 
 
 # ---------------------------------------------------------------- commands

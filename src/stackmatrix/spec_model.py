@@ -6,26 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+# the vocabularies live apart so the CLI's parser names them without these dataclasses
+from stackmatrix.spec_names import BACKENDS as BACKENDS
+from stackmatrix.spec_names import ENGINES as ENGINES
+from stackmatrix.spec_names import FAIL_ON as FAIL_ON
+from stackmatrix.spec_names import METRICS as METRICS
+from stackmatrix.spec_names import ORDERS as ORDERS
+from stackmatrix.spec_names import PIPELINE_PHASES as PIPELINE_PHASES
+
 Backend = Literal["venv", "current", "docker"]
 EngineName = Literal["sglang", "vllm", "transformers", "external"]
 WorkloadKind = Literal["random", "file"]
 Order = Literal["interleaved", "sequential", "random"]
-
-BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
-ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
-ORDERS: tuple[str, ...] = ("interleaved", "sequential", "random")
-FAIL_ON: tuple[str, ...] = ("incompatible", "regression", "failed")  # --fail-on, report.fail_on
-PIPELINE_PHASES: tuple[str, ...] = ("build", "check", "bench", "report")  # in their order
-METRICS: tuple[str, ...] = (
-    "output_throughput",
-    "request_throughput",
-    "decode_tok_s",
-    "ttft_p99_ms",
-    "ttft_median_ms",
-    "itl_median_ms",
-    "tpot_median_ms",
-    "e2e_median_ms",
-)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -106,6 +106,12 @@ def _corrupt_is_elferror(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+# .dynsym rows (name, info, other, shndx, ...), its strings, the symbols' version
+# indexes, {index: (version, soname)} needed and {index: version} defined
+_DynsymTables = tuple[
+    list[tuple[int, ...]], str, tuple[int, ...], dict[int, tuple[str, str]], dict[int, str]
+]
+
 _BINDINGS = {0: Binding.LOCAL, 1: Binding.GLOBAL, 2: Binding.WEAK, 10: Binding.GLOBAL}
 
 
@@ -347,16 +353,24 @@ class ELFFile:
         offset = self.sections[index][2]
         return struct.unpack_from(f"{self.endian}{count}H", self._mm, offset)
 
-    @_corrupt_is_elferror
-    def dynamic_symbols(self) -> list[DynSymbol]:
-        """Every dynamic symbol except the null entry and local ones."""
+    def _dynsym_tables(self) -> _DynsymTables | None:
+        """.dynsym's rows and strings, and the version tables its symbols point into."""
         raw = self._dynsym_raw()
         if raw is None:
-            return []
+            return None
         rows, strings, versym_index = raw
         versyms = self._versyms(versym_index, len(rows))
         needs = self._version_need_index() if versyms else {}
         defs = self._version_def_index() if versyms else {}
+        return rows, strings, versyms, needs, defs
+
+    @_corrupt_is_elferror
+    def dynamic_symbols(self) -> list[DynSymbol]:
+        """Every dynamic symbol except the null entry and local ones."""
+        tables = self._dynsym_tables()
+        if tables is None:
+            return []
+        rows, strings, versyms, needs, defs = tables
         out: list[DynSymbol] = []
         cstr = self._cstr
         for i, row in enumerate(rows):
@@ -384,6 +398,23 @@ class ELFFile:
                 )
             )
         return out
+
+    @_corrupt_is_elferror
+    def strong_undefined_count(self) -> int:
+        """How many of dynamic_symbols() are undefined and not weak, no name decoded.
+
+        `inspect` prints only this count, and decoding ~20,000 names was most of its
+        scan. It reads the same tables as dynamic_symbols(), so a corrupt one raises
+        the same ELFError."""
+        tables = self._dynsym_tables()
+        if tables is None:
+            return 0
+        rows = tables[0]
+        return sum(
+            1
+            for row in rows[1:]
+            if row[3] == SHN_UNDEF and (row[1] >> 4) not in (STB_LOCAL, STB_WEAK)
+        )
 
     @_corrupt_is_elferror
     def defined_symbol_names(self) -> set[str]:

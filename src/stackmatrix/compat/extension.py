@@ -71,13 +71,13 @@ def analyse(
     *,
     resolve: bool,
 ) -> ExtResult:
-    scan = scan_extension(path)
+    scan = scan_extension(path, with_symbols=resolve)  # names are read only to resolve them
     rel = path.relative_to(sp).as_posix()
     closure = libs.needed_closure(path, ctx, index) if resolve else libs.Closure()
     report = (
         symbols.check_symbols(scan.symbols, closure.resolved, closure.missing, index)
         if resolve
-        else symbols.SymbolReport(undefined_count=sum(1 for s in scan.undefined if not s.weak))
+        else symbols.SymbolReport(undefined_count=scan.undefined_count)
     )
     versions = (
         symbols.check_versions(scan.version_needs, closure.resolved, index) if resolve else ()

@@ -11,7 +11,7 @@ the loader reuses an already-loaded library whose soname matches.
 from __future__ import annotations
 
 import logging
-import platform
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,7 +81,8 @@ def system_dirs(root: Path) -> tuple[Path, ...]:
     """ld.so.conf directories of `root`, then the default and multiarch paths."""
     dirs: list[Path] = []
     _read_ld_conf(root, in_root(root, "/etc/ld.so.conf"), dirs, depth=0)
-    triple = _MULTIARCH.get(platform.machine(), "")
+    # platform.machine() is os.uname().machine; the platform module slows `inspect`'s start
+    triple = _MULTIARCH.get(os.uname().machine, "")
     defaults = [f"/lib/{triple}", f"/usr/lib/{triple}"] if triple else []
     defaults += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
     dirs.extend(in_root(root, d) for d in defaults)

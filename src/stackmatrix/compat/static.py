@@ -7,12 +7,12 @@ GPU-arch coverage and CUDA majors across them, folded into one verdict.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from stackmatrix import _proc
 from stackmatrix.compat import coverage, extension, libs, scan
 from stackmatrix.compat._elffile import ELFError
 from stackmatrix.compat.inventory import Inventory
@@ -57,7 +57,7 @@ def static_check(
     unused: set[str] = set()  # builds for another CUDA major than torch's: never loaded
     findings: list[Finding] = []
     for sp, path in extension.find_extensions(site):
-        if _proc.interrupted():
+        if _interrupted():
             break  # Ctrl-C: the run is ending and this result will be marked interrupted
         try:
             r = extension.analyse(sp, path, ctx, index, inventory, resolve=resolve)
@@ -85,3 +85,10 @@ def static_check(
         "targets": list(targets),
     }
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
+
+
+def _interrupted() -> bool:
+    """_proc.interrupted(), without importing _proc (subprocess, redaction) for
+    `inspect`: until something imported it, nothing can have called terminate_all."""
+    proc = sys.modules.get("stackmatrix._proc")
+    return proc is not None and bool(proc.interrupted())

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _proc
 from stackmatrix.compat._elffile import DynSymbol
 from stackmatrix.compat.libs import Closure, LibraryIndex
 from stackmatrix.findings import Finding, Severity
@@ -84,6 +82,11 @@ class SymbolReport:
 
 def demangle(names: Sequence[str]) -> list[str]:
     """Demangle with binutils' c++filt in one batch; the names unchanged if it is absent."""
+    # imported here: `inspect` imports this module but never demangles
+    import shutil
+
+    from stackmatrix import _proc
+
     tool = shutil.which("c++filt")
     if tool is None or not names:
         if names:

@@ -4,6 +4,7 @@ never "compatible" for something that holds nothing to judge."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import tempfile
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from stackmatrix.cli import main
 from stackmatrix.compat._elffile import ELFError
 from stackmatrix.compat.phase import inspect_path
-from stackmatrix.compat.scan import scan_extension
+from stackmatrix.compat.scan import ExtensionScan, scan_extension
 
 TARGETS = ["sm_90"]
 _SH = struct.Struct("<IIQQQQIIQQ")
@@ -64,12 +65,34 @@ def test_the_sample_elf_reads() -> None:
     path.write_bytes(elf())
     try:
         scan = scan_extension(path)
+        counted = scan_extension(path, with_symbols=False)
     finally:
         path.unlink()
     assert scan.dynamic.needed == ("libc.so.6",)
     assert [s.name for s in scan.undefined] == ["foo"]
+    assert scan.undefined_count == counted.undefined_count == 1 and counted.symbols == ()
     assert scan.version_needs == {"libc.so.6": ("GLIBC_2.2.5",)}
     assert [e.arch for e in scan.fatbin] == ["sm_90"]
+
+
+_FOO = elf().index(struct.pack("<IBBH", 11, 0x12, 0, 0))  # foo's .dynsym row
+
+
+# undefined global, weak, local, GNU unique (counted as global); a defined global
+_BINDINGS = [(0x12, 0, 1), (0x22, 0, 0), (0x02, 0, 0), (0xA2, 0, 1), (0x12, 7, 0)]
+
+
+@pytest.mark.parametrize(("info", "shndx", "count"), _BINDINGS)
+def test_the_count_without_names_is_the_undefined_strong_symbols(
+    info: int, shndx: int, count: int, tmp_path: Path
+) -> None:
+    data = bytearray(elf())
+    struct.pack_into("<BBH", data, _FOO + 4, info, 0, shndx)
+    path = tmp_path / "ext.so"
+    path.write_bytes(bytes(data))
+    named = scan_extension(path)
+    assert scan_extension(path, with_symbols=False).undefined_count == count
+    assert named.undefined_count == count == sum(1 for s in named.undefined if not s.weak)
 
 
 def run_inspect(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -240,11 +263,22 @@ def test_any_mutated_elf_is_a_scan_or_an_elferror(
     path = Path(tempfile.gettempdir()) / f"sm-fuzz-{os.getpid()}.so"
     path.write_bytes(bytes(data))
     try:
-        scan_extension(path)
-    except ELFError as exc:
-        assert str(path) in str(exc)
+        full, counted = _scan_or_error(path, True), _scan_or_error(path, False)
     finally:
         path.unlink()
+    # `inspect` counts symbols without their names: the same files, the same errors
+    if isinstance(full, ExtensionScan):
+        assert counted == dataclasses.replace(full, symbols=())
+    else:
+        assert counted == full
+
+
+def _scan_or_error(path: Path, with_symbols: bool) -> ExtensionScan | str:
+    try:
+        return scan_extension(path, with_symbols=with_symbols)
+    except ELFError as exc:
+        assert str(path) in str(exc)
+        return str(exc)
 
 
 @settings(max_examples=100, deadline=2000)

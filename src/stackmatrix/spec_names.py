@@ -1,0 +1,24 @@
+"""The spec's fixed vocabularies, as plain tuples.
+
+Apart from spec_model (re-exported there) so the CLI's parser can offer them as
+choices without building the spec's dataclasses: `stackmatrix inspect` starts
+faster (issue 17, item 3).
+"""
+
+from __future__ import annotations
+
+BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
+ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
+ORDERS: tuple[str, ...] = ("interleaved", "sequential", "random")
+FAIL_ON: tuple[str, ...] = ("incompatible", "regression", "failed")  # --fail-on, report.fail_on
+PIPELINE_PHASES: tuple[str, ...] = ("build", "check", "bench", "report")  # in their order
+METRICS: tuple[str, ...] = (
+    "output_throughput",
+    "request_throughput",
+    "decode_tok_s",
+    "ttft_p99_ms",
+    "ttft_median_ms",
+    "itl_median_ms",
+    "tpot_median_ms",
+    "e2e_median_ms",
+)
