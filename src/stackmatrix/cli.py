@@ -334,11 +334,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from stackmatrix.compat.coverage import parse_target
     from stackmatrix.compat.inspection import inspect_path
     from stackmatrix.compat.render import render_text
 
     if not args.path.exists():
         raise UsageError(f"{args.path}: no such file or directory")
+    for target in args.target:
+        try:
+            parse_target(target)
+        except ValueError as exc:
+            raise UsageError(f"inspect --target: {exc}") from exc
     outcome = inspect_path(args.path, targets=args.target or ["sm_90", "sm_120"])
     if args.json:
         print(

@@ -7,11 +7,13 @@ wheel, or for a *.dist-info, and must not creep back into a directory's inspecti
 
 from __future__ import annotations
 
-import _json
+import importlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 NOT_FOR_A_DIRECTORY = (
     "packaging",  # dist-info requirements and versions (inventory.py)
@@ -43,8 +45,17 @@ print(rc, " ".join(sys.modules))
 """
 
 
+def _an_extension() -> str:
+    """A real ELF extension of this interpreter's (builds differ in which are built in)."""
+    for name in ("_json", "_csv", "_struct", "_bisect", "math", "select", "_ctypes"):
+        path = getattr(importlib.import_module(name), "__file__", None)
+        if path and path.endswith(".so"):
+            return str(path)
+    raise AssertionError("this interpreter has no extension module in a file")
+
+
 def test_inspecting_a_directory_imports_none_of_the_rest(tmp_path: Path) -> None:
-    shutil.copy(_json.__file__, tmp_path / "ext.so")  # a real ELF extension
+    shutil.copy(_an_extension(), tmp_path / "ext.so")  # a real ELF extension
     out = subprocess.run(
         [sys.executable, "-c", _RUN, str(tmp_path)], capture_output=True, text=True, check=True
     )
@@ -54,3 +65,13 @@ def test_inspecting_a_directory_imports_none_of_the_rest(tmp_path: Path) -> None
     assert "stackmatrix.compat.scan" in loaded  # the check below would pass vacuously
     unwanted = {m for m in loaded for n in NOT_FOR_A_DIRECTORY if m == n or m.startswith(n + ".")}
     assert not unwanted
+
+
+def test_a_target_that_is_not_an_arch_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stackmatrix.cli import main
+
+    assert main(["inspect", str(tmp_path), "--target", "foo"]) == 2
+    err = capsys.readouterr().err
+    assert "inspect --target: not a GPU arch: 'foo'" in err and "Traceback" not in err
