@@ -98,3 +98,20 @@ def test_explain_refuses_negative_counts(
 ) -> None:
     assert main(["explain", str(tmp_path), "--cell", "b", flag, "-1"]) == 2
     assert f"explain {flag} must be at least" in capsys.readouterr().err
+
+
+def test_the_plan_says_what_a_round_costs_in_time(kept: Path) -> None:
+    from stackmatrix.explain.runner import plan_lines
+
+    lines = plan_lines(kept, "triton-capped", 2)
+    assert lines[-2].endswith("= 8 launches, after 1 warm-up launch(es) each (4 more)")
+    # at the kept round's own launch times: (175 + 84 + 2 x 132) s x 3 launches per cell
+    assert lines[-1] == (
+        "  about 26 min at the launch times of its round-1 (flashinfer 175 s, triton-capped "
+        "84 s, a revert cell 132 s per launch)"
+    )
+    shutil.rmtree(kept / "explain")  # no round yet: the run's, a revert at the slower
+    assert plan_lines(kept, "triton-capped", 2)[-1] == (
+        "  about 23 min at the launch times of this run (flashinfer 112 s, triton-capped "
+        "117 s, a revert cell 117 s per launch)"
+    )
