@@ -36,6 +36,11 @@ EXPLANATION_FILE = layout.EXPLANATION_JSON
 _UNSAFE = re.compile(r"[^A-Za-z0-9._~=+,-]+")
 _LOCAL_KEYS = ("find_links", "extra_index_urls", "ca_certs")
 
+
+class KeptRound(UsageError):
+    """A kept round that this explain would measure over (another round spec)."""
+
+
 # (spec path, output dir) -> runs that round; the CLI passes the pipeline
 RoundRunner = Callable[[Path, Path], None]
 
@@ -85,6 +90,8 @@ def explain_cell(
     try:
         result = search(list(derived.changes), measure, metric=ctx.metric,
                         thresholds=ctx.thresholds, max_rounds=max_rounds)  # fmt: skip
+    except KeptRound:
+        raise  # nothing was measured: the explanation of the kept rounds stands
     except StackmatrixError as exc:
         # said in the report, not only in a traceback; the rounds done stay for a re-run
         _atomic.write_json(path, _stopped(ctx, derived, rounds, exc))
@@ -316,7 +323,7 @@ def _refuse_other_round(round_dir: Path, text: str) -> None:
         return
     kept = RunRecord.read(run).spec_hash
     if kept != hashlib.sha256(text.encode("utf-8")).hexdigest():
-        raise UsageError(
+        raise KeptRound(
             f"{round_dir} was measured with another round spec (another machine's paths, "
             "other --launches/--warmup options or another stackmatrix): it is kept as it "
             "is; `stackmatrix explain --rejudge` judges it again without measuring, or "

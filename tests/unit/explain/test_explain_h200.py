@@ -58,11 +58,14 @@ def test_a_kept_round_is_not_measured_over_by_another_machine(
     # cells and replace the H200's launches with whatever happens on this machine
     cells = kept / ROUND / "cells"
     before = {p: p.read_bytes() for p in sorted(cells.rglob("*.json"))}
+    explanation = kept / "explain" / "triton-capped" / "explanation.json"
+    before[explanation] = explanation.read_bytes()  # the kept explanation stands too
     code = main(["explain", str(kept), "--cell", "triton-capped", "--warmup", "16",
                  "--warmup-launches", "0", "--work-dir", str(kept.parent / "w")])  # fmt: skip
     assert code == 2
     assert "measured with another round spec" in capsys.readouterr().err
-    assert {p: p.read_bytes() for p in sorted(cells.rglob("*.json"))} == before
+    after = {p: p.read_bytes() for p in sorted(cells.rglob("*.json"))}
+    assert {**after, explanation: explanation.read_bytes()} == before
 
 
 def test_rejudge_refuses_a_round_that_was_never_measured(
