@@ -10,7 +10,8 @@ from pathlib import Path
 
 from stackmatrix import layout
 from stackmatrix.errors import ResultsError, StackmatrixError
-from stackmatrix.explain.runner import RoundRunner, explain_cell, plan_lines
+from stackmatrix.explain.plan import plan_lines
+from stackmatrix.explain.runner import RoundRunner, explain_cell
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.spec import load_spec
 

@@ -103,7 +103,7 @@ def test_a_field_of_a_structured_setting_is_not_taken_for_a_flag() -> None:
 
 
 def test_the_plan_says_what_would_be_reverted_and_what_a_round_costs(tmp_path: Path) -> None:
-    from stackmatrix.explain.runner import plan_lines
+    from stackmatrix.explain.plan import plan_lines
 
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
@@ -123,16 +123,17 @@ def test_the_plan_says_what_would_be_reverted_and_what_a_round_costs(tmp_path: P
 def test_rounds_take_the_launches_and_warm_up_asked_for(tmp_path: Path) -> None:
     import dataclasses
 
-    from stackmatrix.explain.runner import _derived_spec, prepare
+    from stackmatrix.explain.context import prepare
+    from stackmatrix.explain.roundspec import derived_spec
 
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
     ctx, derived = prepare(run, "cu130", 3)
     groups = [(derived.changes[0],)]
-    spec = _derived_spec(ctx, 1, groups, ["cu130~x"])
+    spec = derived_spec(ctx, 1, groups, ["cu130~x"])
     assert spec["bench"]["launches"] == 3
     assert spec["bench"].get("workload", {}).get("warmup") != 16  # the run's own
-    spec = _derived_spec(dataclasses.replace(ctx, warmup=16), 1, groups, ["cu130~x"])
+    spec = derived_spec(dataclasses.replace(ctx, warmup=16), 1, groups, ["cu130~x"])
     assert spec["bench"]["workload"]["warmup"] == 16
     assert len(spec["cell"]) == 3 and spec["cell"][2]["id"] == "cu130~x"
 
@@ -183,7 +184,7 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
 def test_revert_cells_come_from_the_spec_as_run_not_its_redacted_copy(tmp_path: Path) -> None:
     import hashlib
 
-    from stackmatrix.explain.runner import prepare
+    from stackmatrix.explain.context import prepare
 
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip

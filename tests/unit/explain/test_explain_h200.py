@@ -12,7 +12,9 @@ import pytest
 from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.cli import main
-from stackmatrix.explain.runner import _cold_starts, _derived_spec, explain_cell, prepare
+from stackmatrix.explain.context import prepare
+from stackmatrix.explain.roundspec import derived_spec
+from stackmatrix.explain.runner import _cold_starts, explain_cell
 from stackmatrix.report.load import load_run
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang-explain"
@@ -84,7 +86,7 @@ def test_revert_rounds_warm_up_each_cell_at_least_once(tmp_path: Path) -> None:
     groups = [(derived.changes[0],)]
 
     def warmups(**kw: int | None) -> object:
-        spec = _derived_spec(dataclasses.replace(ctx, **kw), 1, groups, ["cu130~x"])  # type: ignore[arg-type]
+        spec = derived_spec(dataclasses.replace(ctx, **kw), 1, groups, ["cu130~x"])  # type: ignore[arg-type]
         return spec["bench"]["warmup_launches"]
 
     assert (ctx.raw_spec.get("bench") or {}).get("warmup_launches", 0) == 0
@@ -104,7 +106,7 @@ def test_explain_refuses_negative_counts(
 
 
 def test_the_plan_says_what_a_round_costs_in_time(kept: Path) -> None:
-    from stackmatrix.explain.runner import plan_lines
+    from stackmatrix.explain.plan import plan_lines
 
     lines = plan_lines(kept, "triton-capped", 2)
     assert lines[-2].endswith("= 8 launches, after 1 warm-up launch(es) each (4 more)")

@@ -1,0 +1,86 @@
+"""`explain --plan`: the reverts, what cannot be isolated and what round 1 costs, in
+launches and in minutes at the newest launch times; nothing is measured."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from stackmatrix import layout
+from stackmatrix.explain import roundspec
+from stackmatrix.explain.context import prepare
+from stackmatrix.explain.search import split
+from stackmatrix.report.load import RunResults, load_run
+
+
+def plan_lines(
+    run_dir: Path, cell: str, launches: int | None, warmup_launches: int | None = None
+) -> list[str]:
+    """`explain --plan`: the reverts and the first round's cost, without measuring."""
+    ctx, derived = prepare(run_dir, cell, launches)
+    ctx = dataclasses.replace(ctx, warmup_launches=warmup_launches)
+    groups = split(list(derived.changes)) if derived.changes else []
+    per_cell = ctx.launches or int((ctx.raw_spec.get("bench") or {}).get("launches", 5))
+    warm = roundspec.warmup_launches(ctx, ctx.raw_spec.get("bench") or {})
+    out = [f"{cell} against {ctx.baseline} ({ctx.metric}): {len(derived.changes)} revert(s)"]
+    for change in derived.changes:
+        how = [*change.args, *(f"{k}={v}" for k, v in change.env), *change.pins]
+        if change.server_args is not None:
+            how = ["server_args:", *change.server_args]
+        out.append(f"  revert {change.label}: {' '.join(how)}")
+    out += [f"  cannot be isolated: {key}: {why}" for key, why in derived.cannot]
+    out += [f"  note: {note}" for note in derived.notes]
+    if groups:
+        cells = len(groups) + 2
+        out.append(f"round 1: {len(groups)} revert cell(s) + {ctx.baseline} + {cell}, "
+                   f"{per_cell} launch(es) each = {cells * per_cell} launches"
+                   + (f", after {warm} warm-up launch(es) each ({cells * warm} more)"
+                      if warm else ""))  # fmt: skip
+        out += _round_time(run_dir, ctx.baseline, cell, len(groups), per_cell + warm)
+    return out
+
+
+def _round_time(run_dir: Path, baseline: str, cell: str, reverts: int, each: int) -> list[str]:
+    """Round 1's wall time at the launch times of the newest measurement: the last round
+    kept under explain/<cell>/ (its revert cells' own times), else the run (a revert
+    cell counted at the slower of the two). What a GPU budget must hold."""
+    source, results = _newest(run_dir, cell)
+    base, cand = _launch_seconds(results, baseline), _launch_seconds(results, cell)
+    if not base or not cand:  # not recorded (or no time at all: a synthetic run)
+        return []
+    kept = [t for c in results.cells if "~" in c.id and (t := _launch_seconds(results, c.id))]
+    revert = sum(kept) / len(kept) if kept else max(base, cand)
+    total = each * (base + cand + reverts * revert)
+    return [
+        f"  about {total / 60:.0f} min at the launch times of {source} ({baseline} {base:.0f} "
+        f"s, {cell} {cand:.0f} s, a revert cell {revert:.0f} s per launch)"
+    ]
+
+
+def _newest(run_dir: Path, cell: str) -> tuple[str, RunResults]:
+    k = 1
+    while (run_dir / layout.EXPLAIN_DIR / cell / f"round-{k}" / layout.RUN_JSON).is_file():
+        k += 1
+    if k > 1:
+        return f"its round-{k - 1}", load_run(
+            run_dir / layout.EXPLAIN_DIR / cell / f"round-{k - 1}"
+        )
+    return "this run", load_run(run_dir)
+
+
+def _launch_seconds(results: RunResults, cid: str) -> float | None:
+    """The median wall time of a cell's launches, from start to finish (its server's
+    start-up, its rounds, its teardown)."""
+    import datetime as _dt
+    import statistics
+
+    found = results.cell(cid)
+    spans = []
+    for launch in found.bench.launches if found is not None else ():
+        try:
+            start = _dt.datetime.fromisoformat(launch.started or "")
+            end = _dt.datetime.fromisoformat(launch.finished or "")
+        except ValueError:
+            continue
+        spans.append((end - start).total_seconds())
+    return statistics.median(spans) if spans else None
