@@ -144,8 +144,7 @@ def _refuse_other_round(round_dir: Path, text: str) -> None:
     """A kept round is resumed only with the spec it was measured with: another machine
     (its paths), other options or another stackmatrix would redo its cells and replace
     launches that took GPU time with whatever happens here."""
-    import hashlib
-
+    from stackmatrix.pipeline.rundir import digest_of
     from stackmatrix.records import RunRecord
     from stackmatrix.results import RunDir
 
@@ -153,7 +152,7 @@ def _refuse_other_round(round_dir: Path, text: str) -> None:
     if not run.run_json.exists():
         return
     kept = RunRecord.read(run).spec_hash
-    if kept != hashlib.sha256(text.encode("utf-8")).hexdigest():
+    if kept != digest_of(text.encode("utf-8")):
         raise KeptRound(
             f"{round_dir} was measured with another round spec (another machine's paths, "
             "other --launches/--warmup options or another stackmatrix): it is kept as it "
@@ -178,7 +177,8 @@ def _cold_starts(results: RunResults, metric: str) -> list[dict[str, Any]]:
     round's warm-up launches did not absorb (revert cells are configurations the machine
     has not served before, so their kernels compile in their first launch)."""
     model = build_model(results)
-    return [dataclasses.asdict(c) for c in cold_first_launches(model.cells, metric)]
+    return [{**dataclasses.asdict(c), "worse": c.worse}
+            for c in cold_first_launches(model.cells, metric)]  # fmt: skip
 
 
 def _not_run(results: RunResults, cid: str) -> str:
@@ -233,7 +233,7 @@ def _cold_sentences(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
         if not cold:
             continue
         warm = int(cold[0]["warmup_launches"])
-        worst = ", ".join(f"{c['cell']} {abs(c['first'] / c['median'] - 1):.0%}" for c in cold)
+        worst = ", ".join(f"{c['cell']} {c['worse']:.0%}" for c in cold)
         out.append(
             f"Round {meta['round']}: the first measured launch was a cold start in "
             f"{len(cold)} of {len(meta['cells']) + 2} cells ({worst} worse than their other "

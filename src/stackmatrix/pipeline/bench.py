@@ -9,9 +9,10 @@ from pathlib import Path
 
 from stackmatrix.envs.backends import get_backend
 from stackmatrix.envs.base import Environment
-from stackmatrix.errors import ResultsError, StackmatrixError
+from stackmatrix.errors import StackmatrixError
 from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.phases import environments
+from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
 from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import Spec
@@ -55,32 +56,17 @@ def _phase_crashed(
     full disk writing the schedule) becomes the status of every cell whose bench did
     not finish, as build's and check's crashes do (runner.run_phase); finished cells
     keep theirs. Bad input says what is wrong; a crash of ours points at bench.log."""
-    out: dict[str, PhaseResult] = {}
-    for cid in ids:
-        cell_dir = run.cell(cid)
-        old = _finished(cell_dir)
-        if old is not None:
-            out[cid] = old
-            continue
-        if isinstance(exc, StackmatrixError):
-            code, message = "bench_failed", exc.message
-        else:
-            code, message = INTERNAL_ERROR, _crash_message(cell_dir, exc)
-        result = PhaseResult(phase="bench", cell=cid, status=Status.FAILED, inputs_hash="",
-                             code=code, message=message, started=now_iso(),
-                             finished=now_iso())  # fmt: skip
-        cell_dir.write(result)
+    done = {cid: old for cid in ids if (old := reusable(run.cell(cid), "bench")) is not None}
+    unfinished = [cid for cid in ids if cid not in done]
+    if isinstance(exc, StackmatrixError):
+        code, message = "bench_failed", exc.message
+    else:  # the same words for each cell, the traceback in each one's bench.log
+        code = INTERNAL_ERROR
+        messages = [_crash_message(run.cell(cid), exc) for cid in unfinished]
+        message = messages[0] if messages else ""
+    for cid in unfinished:
         progress("bench", cid, f"bench failed: {message}")
-        out[cid] = result
-    return out
-
-
-def _finished(cell_dir: CellDir) -> PhaseResult | None:
-    try:
-        old = cell_dir.read("bench")
-    except ResultsError:
-        return None
-    return old if old is not None and old.complete else None
+    return {**done, **_mark_all(run, unfinished, "bench", Status.FAILED, code, message)}
 
 
 def _crash_message(cell_dir: CellDir, exc: Exception) -> str:

@@ -25,7 +25,12 @@ log = logging.getLogger(__name__)
 
 
 def spec_digest(spec_path: Path) -> str:
-    return hashlib.sha256(spec_path.read_bytes()).hexdigest()
+    return digest_of(spec_path.read_bytes())
+
+
+def digest_of(spec_bytes: bytes) -> str:
+    """A spec's digest (run.json's spec_hash) from its bytes: a spec not yet written."""
+    return hashlib.sha256(spec_bytes).hexdigest()
 
 
 def open_run_dir(opts: RunOptions) -> RunDir:

@@ -16,12 +16,13 @@ from stackmatrix.plan import PlannedCell
 from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, Status, now_iso
 
 
-def reusable(cell_dir: CellDir, phase: str, inputs_hash: str) -> PhaseResult | None:
+def reusable(cell_dir: CellDir, phase: str, inputs_hash: str | None = None) -> PhaseResult | None:
+    """The phase's complete result, of these inputs (None: of any)."""
     try:
         old = cell_dir.read(phase)
     except ResultsError:
         return None
-    if old is not None and old.complete and old.inputs_hash == inputs_hash:
+    if old is not None and old.complete and inputs_hash in (None, old.inputs_hash):
         return old
     return None
 
