@@ -165,7 +165,7 @@ def launch(
         log_path=log_path,
     )
     started = time.monotonic()
-    server.proc = _start(argv, environment.env, log_path)
+    server.proc = _start(argv, {**command.env, **environment.env}, log_path)
     live: Path | None = None
     try:
         # kept while it runs: a SIGKILLed run leaves it to the next one (leftovers.py)

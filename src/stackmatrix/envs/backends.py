@@ -11,10 +11,12 @@ spec_model.BACKENDS.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import os
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -32,6 +34,8 @@ class ServerCommand:
     # what `cleanup` removes once the server's process group is stopped (a container's
     # name), recorded in the launch's leftover record; None when there is nothing
     handle: str | None = None
+    # environment variables the server needs besides the environment's own, which win
+    env: dict[str, str] = field(default_factory=dict)
 
 
 class Backend(Protocol):
@@ -88,6 +92,33 @@ class _HostBackend(_Backend):
 
 class VenvBackend(_HostBackend):
     name: ClassVar[str] = "venv"
+
+    def server_command(
+        self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
+    ) -> ServerCommand:
+        command = super().server_command(env, launch, port=port, model=model, gpus=gpus)
+        return dataclasses.replace(command, env=private_jit_caches(env))
+
+
+# FlashInfer compiles its kernels at run time into one cache per user
+# (~/.cache/flashinfer, under $FLASHINFER_WORKSPACE_BASE when set), and its build files
+# name the sources and include directories by their absolute paths in the installed
+# package: two venvs alternating on one machine rewrite each other's build files, and
+# each start recompiles what the other one compiled. In the H200 explain round, where
+# two flashinfer venvs alternated, every SGLang start took 110-120 s longer than a warm
+# start of one flashinfer venv (reports/examples/h200-sglang-explain/README.md). So a
+# venv keeps its own cache in its own directory, unless the cell or the user chose one.
+JIT_CACHE_VARS = ("FLASHINFER_WORKSPACE_BASE",)
+JIT_CACHE_DIR = "jit-cache"
+
+
+def private_jit_caches(env: Environment) -> dict[str, str]:
+    """The JIT cache variables a venv's server gets: a directory inside the venv, for
+    each variable that neither the cell's env nor this process's environment sets."""
+    if env.prefix is None:
+        return {}
+    home = str(env.prefix / JIT_CACHE_DIR)
+    return {v: home for v in JIT_CACHE_VARS if v not in env.env and v not in os.environ}
 
 
 class CurrentBackend(_HostBackend):

@@ -10,6 +10,7 @@ interleaved with the reverts so that drift over time cancels out, and resumable.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -74,6 +75,7 @@ def explain_cell(
         # said in the report, not only in a traceback; the rounds done stay for a re-run
         _atomic.write_json(path, _stopped(ctx, derived, rounds, exc))
         raise
+    result.status = _status(result.status, rounds)
     _atomic.write_json(path, _explanation(ctx, derived, result, rounds))
     return path
 
@@ -131,9 +133,11 @@ def _round(
         return found.launches(ctx.metric) if found is not None else []
 
     cells = {cid: [c.to_dict() for c in g] for cid, g in zip(ids, groups, strict=True)}
-    measured = sum(len(launches(c)) for c in [ctx.baseline, ctx.cell, *ids])
+    every = [ctx.baseline, ctx.cell, *ids]
+    measured = sum(len(launches(c)) for c in every)
     rounds.append({"round": k, "dir": round_dir.name, "cells": cells, "launches": measured,
-                   "cold_starts": _cold_starts(results, ctx.metric)})  # fmt: skip
+                   "cold_starts": _cold_starts(results, ctx.metric),
+                   "unfinished": _unfinished(results, round_dir, every, launches)})  # fmt: skip
     return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
                      groups=[launches(cid) for cid in ids],
                      not_run=["" if launches(cid) else _not_run(results, cid)
@@ -181,6 +185,29 @@ def _cold_starts(results: RunResults, metric: str) -> list[dict[str, Any]]:
             for c in cold_first_launches(model.cells, metric)]  # fmt: skip
 
 
+def _unfinished(
+    results: RunResults, round_dir: Path, cells: Sequence[str],
+    launches: Callable[[str], list[list[float]]],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The round's cells whose bench stopped before its end (the machine was taken back,
+    a signal): each with the launches it measured and the launches it planned."""
+    planned: dict[str, int] = {}
+    try:
+        raw = json.loads((round_dir / layout.BENCH_SCHEDULE).read_text(encoding="utf-8"))
+        for slot in raw.get("slots", []):
+            planned[str(slot["cell"])] = planned.get(str(slot["cell"]), 0) + 1
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # no schedule (the bench never started): the counts say what was measured
+    out = []
+    for cid in cells:
+        found = results.cell(cid)
+        bench = found.phase("bench") if found is not None else None
+        done, want = len(launches(cid)), planned.get(cid)
+        if bench is not None and bench.status is Status.INTERRUPTED and (not want or done < want):
+            out.append({"cell": cid, "launches": done, "planned": want})
+    return out
+
+
 def _not_run(results: RunResults, cid: str) -> str:
     """Why a revert cell has no launches: its first phase that did not end ok (a bench
     skipped because the check found it incompatible says so in its message)."""
@@ -222,8 +249,45 @@ def _explanation(
         "notes": [*derived.notes, *([ctx.note] if ctx.note else [])],
         "revert_cells": sum(len(r["cells"]) for r in rounds),
         "launches": sum(int(r["launches"]) for r in rounds),
-        "sentences": [*sentences(ctx.cell, ctx.baseline, result), *_cold_sentences(rounds)],
+        "sentences": [
+            *sentences(ctx.cell, ctx.baseline, result),
+            *_cold_sentences(rounds),
+            *_unfinished_sentences(rounds),
+        ],
     }
+
+
+def _status(status: str, rounds: Sequence[Mapping[str, Any]]) -> str:
+    """An undecided explanation whose round stopped early says so: the launches that
+    never ran, not the noise, are what is missing."""
+    cut = [meta for meta in rounds if meta.get("unfinished")]
+    if not cut or not status.startswith("not explained"):
+        return status
+    meta = cut[-1]
+    counts = _counts(meta["unfinished"])
+    return (
+        f"not explained: round {meta['round']} is unfinished ({counts}); "
+        "`stackmatrix explain` again finishes it"
+    )
+
+
+def _counts(unfinished: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(
+        f"{u['cell']} {u['launches']} of {u['planned']} launches" if u.get("planned")
+        else f"{u['cell']} {u['launches']} launches"
+        for u in unfinished
+    )  # fmt: skip
+
+
+def _unfinished_sentences(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [
+        f"Round {meta['round']} stopped before its end ({_counts(meta['unfinished'])}): "
+        "`stackmatrix explain` with the same options resumes it, with a warm-up launch of "
+        "each cell it has left to measure; launches of another machine or boot then sit "
+        "next to these, so move the round aside to measure it whole on one."
+        for meta in rounds
+        if meta.get("unfinished")
+    ]
 
 
 def _cold_sentences(rounds: Sequence[Mapping[str, Any]]) -> list[str]:

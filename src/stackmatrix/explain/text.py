@@ -57,8 +57,23 @@ def _effect_sentence(effect: Effect[Change]) -> str:
         case Outcome.NO_EFFECT:
             return f"{_names(effect)}: no measurable effect ({moved} against the candidate)."
         case Outcome.UNDECIDED:
-            return f"{_names(effect)}: undecided, too noisy ({moved})."
+            return _undecided_sentence(effect, moved)
         case Outcome.NOT_RUN:
             return f"{_names(effect)}: could not be measured: {effect.why}."
         case _:
             return f"{_names(effect)}: moves it {moved} ({effect.outcome.value})."
+
+
+def _undecided_sentence(effect: Effect[Change], moved: str) -> str:
+    """Too noisy, or too few launches for an interval at all (a round cut short): the
+    medians are then all there is, said as such."""
+    base, cand = effect.vs_baseline, effect.vs_candidate
+    if cand is None or cand.low is not None or base is None:
+        return f"{_names(effect)}: undecided, too noisy ({moved})."
+    medians = ""
+    if base.ratio_of_medians is not None and cand.ratio_of_medians is not None:
+        medians = (
+            f"; medians only: {base.ratio_of_medians:.3f}x the baseline's, "
+            f"{cand.ratio_of_medians:.3f}x the candidate's"
+        )
+    return f"{_names(effect)}: undecided, too few launches for an interval{medians}."

@@ -120,3 +120,60 @@ def test_the_plan_says_what_a_round_costs_in_time(kept: Path) -> None:
         "  about 23 min at the launch times of this run (flashinfer 112 s, triton-capped "
         "117 s, a revert cell 117 s per launch)"
     )
+
+
+WARM = EXAMPLE.with_name("h200-sglang-explain-warm")
+
+
+@pytest.fixture
+def kept_warm(tmp_path: Path) -> Path:
+    run = tmp_path / "h200-sglang-explain-warm"
+    shutil.copytree(WARM, run)
+    return run
+
+
+def test_the_warm_round_had_no_cold_start() -> None:
+    # one discarded warm-up launch per cell: the first measured launches are warm
+    assert _cold_starts(load_run(WARM / ROUND), "output_throughput") == []
+
+
+def test_a_round_cut_short_says_what_it_lacks_not_noise(kept_warm: Path) -> None:
+    # the H200 session's device time ran out 6 of 8 launches in
+    bench = kept_warm / ROUND / "cells" / "flashinfer" / "bench.json"
+    before = bench.read_bytes()
+    path = explain_cell(kept_warm, "triton-capped", run_round=_no_gpu_here, rejudge=True)
+    ex = json.loads(path.read_text())
+    assert ex["status"] == (
+        "not explained: round 1 is unfinished (triton-capped~attention-backend=flashinfer "
+        "1 of 2 launches, triton-capped~max-running-requests=64 1 of 2 launches); "
+        "`stackmatrix explain` again finishes it"
+    )
+    assert [u["cell"] for u in ex["rounds"][0]["unfinished"]] == [
+        "triton-capped~attention-backend=flashinfer",
+        "triton-capped~max-running-requests=64",
+    ]  # the baseline and the candidate have their 2 launches, though marked interrupted
+    text = " ".join(ex["sentences"])
+    assert "medians only: 0.946x the baseline's" in text  # the cap, reverted
+    assert "medians only: 0.295x the baseline's" in text  # the attention backend, reverted
+    assert "Round 1 stopped before its end" in text and "too noisy" not in text
+    assert bench.read_bytes() == before
+
+
+def test_without_its_schedule_a_cut_round_still_counts_its_launches(kept_warm: Path) -> None:
+    (kept_warm / ROUND / "bench-schedule.json").unlink()
+    path = explain_cell(kept_warm, "triton-capped", run_round=_no_gpu_here, rejudge=True)
+    unfinished = json.loads(path.read_text())["rounds"][0]["unfinished"]
+    # every cell's bench was interrupted; with no plan to compare with, all are listed
+    assert [(u["launches"], u["planned"]) for u in unfinished] == [
+        (2, None),
+        (2, None),
+        (1, None),
+        (1, None),
+    ]
+
+
+def test_a_finished_round_is_not_called_unfinished(kept: Path) -> None:
+    path = explain_cell(kept, "triton-capped", run_round=_no_gpu_here, rejudge=True)
+    ex = json.loads(path.read_text())
+    assert ex["rounds"][0]["unfinished"] == []
+    assert any("undecided, too noisy (+15.0%" in s for s in ex["sentences"])
