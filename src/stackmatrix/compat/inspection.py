@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix.compat import coverage, extension, libs, scan
-from stackmatrix.compat._elffile import ELFError
+from stackmatrix.compat._elftypes import ELFError
 from stackmatrix.compat.inventory import Inventory, read_inventory
 from stackmatrix.compat.static import CheckOutcome, static_check, verdict_of
 from stackmatrix.findings import Finding, Severity

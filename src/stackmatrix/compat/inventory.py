@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.compat._elffile import ELFError, ELFFile
+from stackmatrix.compat._elffile import ELFFile
+from stackmatrix.compat._elftypes import ELFError
 from stackmatrix.compat.libs import cuda_major_of_soname
 
 log = logging.getLogger(__name__)

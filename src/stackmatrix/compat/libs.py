@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackmatrix.compat._elffile import DynamicInfo, ELFError, ELFFile
+from stackmatrix.compat._elffile import ELFFile
+from stackmatrix.compat._elftypes import DynamicInfo, ELFError
 from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)

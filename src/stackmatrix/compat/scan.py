@@ -6,7 +6,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackmatrix.compat._elffile import DynamicInfo, DynSymbol, ELFError, ELFFile
+from stackmatrix.compat._elffile import ELFFile
+from stackmatrix.compat._elftypes import DynamicInfo, DynSymbol, ELFError
 from stackmatrix.compat.fatbin import FatbinEntry, FatbinError, elf_fatbin_entries
 from stackmatrix.findings import Finding, Severity
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stackmatrix.compat import coverage, extension, libs, scan
-from stackmatrix.compat._elffile import ELFError
+from stackmatrix.compat._elftypes import ELFError
 from stackmatrix.compat.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
 

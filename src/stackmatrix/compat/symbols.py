@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.compat._elffile import DynSymbol
+from stackmatrix.compat._elftypes import DynSymbol
 from stackmatrix.compat.libs import Closure, LibraryIndex
 from stackmatrix.findings import Finding, Severity
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stackmatrix.cli import main
-from stackmatrix.compat._elffile import ELFError
+from stackmatrix.compat._elftypes import ELFError
 from stackmatrix.compat.phase import inspect_path
 from stackmatrix.compat.scan import ExtensionScan, scan_extension
 
