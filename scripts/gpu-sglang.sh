@@ -17,10 +17,12 @@
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
 # interrupted run resumes with `start`, in a later session too when the results
 # directory is carried as .kit/runs/<name>/.
-# With reports/examples/ the tree is ~25 MB, so a whole kit (~50 MB) does not fit one
+# With reports/examples/ the tree is ~41 MB, so a whole kit (~50 MB) does not fit one
 # call: make the kit in two parts (KIT_PART_LIMIT_MIB=30 ../shared/gpu-kit/make-sglang-kit.sh
-# .kit/k0514: 30 + 20 MB), carry part 1 to a `stage` call and the rest to the next call
-# (the machine must still be held: call again within its idle release).
+# .kit/k0514: 30 + 20 MB), carry part 1 to a `stage` call with reports/examples/ moved
+# out of the checkout (the tree without it is ~2 MB), put it back, and carry the rest to
+# the next call, which `explain` needs the examples for (the machine must still be held:
+# call again within its idle release, 30 s).
 set -euo pipefail
 out=${OUT:?set OUT}
 mode=${1:?usage: gpu-sglang.sh stage|prepare|start|wait|explain [SPEC]}
