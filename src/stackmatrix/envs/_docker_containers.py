@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stackmatrix import _proc
-from stackmatrix.envs import _docker_cli
+from stackmatrix.envs import _docker_cli, _docker_jit
 from stackmatrix.envs._docker_context import IMAGE_PYTHON
 from stackmatrix.envs.base import Environment
 
@@ -49,6 +49,7 @@ def container_command(
     shm_size: str = "16g",
     owner: str | None = None,
     pass_env: Sequence[str] = PASS_ENV,
+    cache_volume: str | None = None,
 ) -> list[str]:
     """The `docker run` argv that runs `inner_argv` in the environment's image.
 
@@ -56,7 +57,8 @@ def container_command(
     reachable on the host as is, and it is the mode that works on engines started
     with `--bridge=none` (CI here). Any other network publishes `port` on the host's
     127.0.0.1. `mounts` are (host path, container path) pairs, mounted read-only (the
-    model directory). Inside, `python` is the cell's venv interpreter (it is first on
+    model directory). `cache_volume` (`_docker_jit.cache_volume`) keeps the JIT caches
+    between launches. Inside, `python` is the cell's venv interpreter (it is first on
     PATH; `IMAGE_PYTHON` is its full path). Run it, then `remove_container(name)` on
     every exit path (see `removing`).
     """
@@ -71,7 +73,12 @@ def container_command(
     for host, target in mounts:
         argv += ["--mount", _csv_field("type=bind", f"source={host}", f"target={target}",
                                        "readonly")]  # fmt: skip
-    for key, value in sorted(environment.env.items()):
+    env = dict(environment.env)
+    if cache_volume is not None:
+        target = _docker_jit.TARGET
+        argv += ["--mount", _csv_field("type=volume", f"source={cache_volume}", f"target={target}")]
+        env = {**_docker_jit.cache_env(environment.env), **env}
+    for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
     # by name only: the docker client copies the value from its own environment
     argv += [x for n in pass_env if n in os.environ and n not in environment.env

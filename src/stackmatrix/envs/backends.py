@@ -140,15 +140,16 @@ class DockerBackend(_Backend):
     def server_command(
         self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
     ) -> ServerCommand:
-        from stackmatrix.envs import docker
+        from stackmatrix.envs import _docker_jit, docker
 
         name = f"stackmatrix-{uuid.uuid4().hex[:12]}"
         # the container shares the host's network (container_command's default), and
         # `python` inside it is the cell's interpreter; the model is mounted read-only
         mounts = [(model, model)] if Path(model).is_absolute() else []
-        argv = docker.container_command(
-            env, launch(("python",)), name=name, port=port, mounts=mounts, gpus=gpus
-        )
+        # the JIT caches of the image's servers outlive each launch's --rm container
+        volume = _docker_jit.cache_volume(env.image) if env.image else None
+        argv = docker.container_command(env, launch(("python",)), name=name, port=port,
+                                        mounts=mounts, gpus=gpus, cache_volume=volume)  # fmt: skip
         return ServerCommand(argv=argv, handle=name)
 
     def cleanup(self, handle: str) -> None:

@@ -227,3 +227,64 @@ def test_containers_of_others_are_left_alone(
         del other_owner
     finally:
         subprocess.run([engine.docker, "rm", "-f", cid], capture_output=True, check=False)
+
+
+_SEEN = (
+    "import os, pathlib\n"
+    "base = pathlib.Path(os.environ['FLASHINFER_WORKSPACE_BASE'])\n"
+    "mark = base / 'compiled.so'\n"
+    "print('kept' if mark.exists() else 'cold', os.environ['TRITON_CACHE_DIR'])\n"
+    "mark.write_text('kernel')\n"
+)
+
+
+def test_jit_caches_outlive_each_launchs_container(
+    environment: Environment, engine: _docker_cli.ContainerEngine
+) -> None:
+    # each launch is a new --rm container: without the volume the second would be cold
+    from stackmatrix.envs import _docker_jit
+
+    assert environment.image is not None
+    volume = _docker_jit.cache_volume(environment.image)
+    assert volume == _docker_jit.volume_name(environment.image)
+    try:
+        seen = []
+        for _ in range(2):
+            name = f"stackmatrix-test-{uuid.uuid4().hex[:8]}"
+            argv = docker.container_command(
+                environment, ["python", "-c", _SEEN], name=name, port=_free_port(),
+                mounts=[], gpus=False, cache_volume=volume,
+            )  # fmt: skip
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+            assert res.returncode == 0, res.stderr
+            seen.append(res.stdout.strip())
+        assert seen == ["cold /var/cache/stackmatrix-jit/triton",
+                        "kept /var/cache/stackmatrix-jit/triton"]  # fmt: skip
+        labels = subprocess.run(
+            [engine.docker, "volume", "inspect", "--format", "{{json .Labels}}", volume],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert environment.image in labels  # ours, and whose
+    finally:
+        subprocess.run([engine.docker, "volume", "rm", "-f", str(volume)], capture_output=True,
+                       check=False)  # fmt: skip
+
+
+def test_an_image_that_is_not_root_keeps_its_caches_in_the_container(
+    base_image: str, engine: _docker_cli.ContainerEngine
+) -> None:
+    from stackmatrix.envs import _docker_jit
+
+    tag = f"stackmatrix-test/nonroot:{uuid.uuid4().hex[:8]}"
+    cid = subprocess.run([engine.docker, "create", base_image, "true"], capture_output=True,
+                         text=True, check=True).stdout.strip()  # fmt: skip
+    try:
+        subprocess.run([engine.docker, "commit", "--change", "USER 1000", cid, tag],
+                       capture_output=True, check=True)  # fmt: skip
+        assert _docker_jit.cache_volume(tag) is None  # a root-owned volume it cannot write
+        listed = subprocess.run([engine.docker, "volume", "ls", "-q"], capture_output=True,
+                                text=True, check=True).stdout  # fmt: skip
+        assert _docker_jit.volume_name(tag) not in listed
+    finally:
+        subprocess.run([engine.docker, "rm", "-f", cid], capture_output=True, check=False)
+        subprocess.run([engine.docker, "rmi", "-f", tag], capture_output=True, check=False)

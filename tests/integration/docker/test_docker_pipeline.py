@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from stackmatrix.envs import _docker_cli, docker
+from stackmatrix.envs import _docker_cli, _docker_jit, docker
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -182,6 +182,10 @@ def runs(
         work_dir=work,
         bases={"bookworm": base_image, "derived": derived_image},
     )
+    for cell in CELLS:  # the volumes that kept the servers' JIT caches
+        image = _build(first, cell)["image"]
+        subprocess.run([engine.docker, "volume", "rm", "-f", _docker_jit.volume_name(image)],
+                       capture_output=True, check=False)  # fmt: skip
 
 
 def _run_cli(
@@ -313,6 +317,17 @@ def test_no_container_of_ours_is_left(runs: Runs, engine: _docker_cli.ContainerE
             assert gone.returncode != 0, f"container {name} is still there"
             mine = _check_call([engine.docker, "ps", "-a", "-q", "--filter", f"label={owner}"])
             assert mine.split() == []
+
+
+def test_each_image_s_servers_share_one_jit_cache_volume(runs: Runs) -> None:
+    for cell in CELLS:
+        image = _build(runs.first, cell)["image"]
+        for launch in runs.first.phase(cell, "bench")["data"]["launches"]:
+            argv = launch["launch_argv"]
+            mount = (f"type=volume,source={_docker_jit.volume_name(image)},"
+                     f"target={_docker_jit.TARGET}")  # fmt: skip
+            assert argv[argv.index("--mount") + 1 :].count(mount) == 1, argv
+            assert f"FLASHINFER_WORKSPACE_BASE={_docker_jit.TARGET}" in argv
 
 
 def test_second_run_rebuilds_no_image(runs: Runs) -> None:
