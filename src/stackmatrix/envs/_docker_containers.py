@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stackmatrix import _proc
-from stackmatrix.envs import _docker_cli, _docker_jit
+from stackmatrix.envs import _docker_cli, jitcache
 from stackmatrix.envs._docker_context import IMAGE_PYTHON
 from stackmatrix.envs.base import Environment
 
@@ -57,7 +57,7 @@ def container_command(
     reachable on the host as is, and it is the mode that works on engines started
     with `--bridge=none` (CI here). Any other network publishes `port` on the host's
     127.0.0.1. `mounts` are (host path, container path) pairs, mounted read-only (the
-    model directory). `cache_volume` (`_docker_jit.cache_volume`) keeps the JIT caches
+    model directory). `cache_volume` (`jitcache.cache_volume`) keeps the JIT caches
     between launches. Inside, `python` is the cell's venv interpreter (it is first on
     PATH; `IMAGE_PYTHON` is its full path). Run it, then `remove_container(name)` on
     every exit path (see `removing`).
@@ -75,9 +75,9 @@ def container_command(
                                        "readonly")]  # fmt: skip
     env = dict(environment.env)
     if cache_volume is not None:
-        target = _docker_jit.TARGET
+        target = jitcache.TARGET
         argv += ["--mount", _csv_field("type=volume", f"source={cache_volume}", f"target={target}")]
-        env = {**_docker_jit.cache_env(environment.env), **env}
+        env = {**jitcache.volume_env(environment.env), **env}
     for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
     # by name only: the docker client copies the value from its own environment

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -96,29 +95,10 @@ class VenvBackend(_HostBackend):
     def server_command(
         self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
     ) -> ServerCommand:
+        from stackmatrix.envs import jitcache
+
         command = super().server_command(env, launch, port=port, model=model, gpus=gpus)
-        return dataclasses.replace(command, env=private_jit_caches(env))
-
-
-# FlashInfer compiles its kernels at run time into one cache per user
-# (~/.cache/flashinfer, under $FLASHINFER_WORKSPACE_BASE when set), and its build files
-# name the sources and include directories by their absolute paths in the installed
-# package: two venvs alternating on one machine rewrite each other's build files, and
-# each start recompiles what the other one compiled. In the H200 explain round, where
-# two flashinfer venvs alternated, every SGLang start took 110-120 s longer than a warm
-# start of one flashinfer venv (reports/examples/h200-sglang-explain/README.md). So a
-# venv keeps its own cache in its own directory, unless the cell or the user chose one.
-JIT_CACHE_VARS = ("FLASHINFER_WORKSPACE_BASE",)
-JIT_CACHE_DIR = "jit-cache"
-
-
-def private_jit_caches(env: Environment) -> dict[str, str]:
-    """The JIT cache variables a venv's server gets: a directory inside the venv, for
-    each variable that neither the cell's env nor this process's environment sets."""
-    if env.prefix is None:
-        return {}
-    home = str(env.prefix / JIT_CACHE_DIR)
-    return {v: home for v in JIT_CACHE_VARS if v not in env.env and v not in os.environ}
+        return dataclasses.replace(command, env=jitcache.venv_env(env))  # its own FlashInfer cache
 
 
 class CurrentBackend(_HostBackend):
@@ -140,14 +120,14 @@ class DockerBackend(_Backend):
     def server_command(
         self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
     ) -> ServerCommand:
-        from stackmatrix.envs import _docker_jit, docker
+        from stackmatrix.envs import docker, jitcache
 
         name = f"stackmatrix-{uuid.uuid4().hex[:12]}"
         # the container shares the host's network (container_command's default), and
         # `python` inside it is the cell's interpreter; the model is mounted read-only
         mounts = [(model, model)] if Path(model).is_absolute() else []
         # the JIT caches of the image's servers outlive each launch's --rm container
-        volume = _docker_jit.cache_volume(env.image) if env.image else None
+        volume = jitcache.cache_volume(env.image) if env.image else None
         argv = docker.container_command(env, launch(("python",)), name=name, port=port,
                                         mounts=mounts, gpus=gpus, cache_volume=volume)  # fmt: skip
         return ServerCommand(argv=argv, handle=name)

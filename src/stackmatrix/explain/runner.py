@@ -10,8 +10,8 @@ interleaved with the reverts so that drift over time cancels out, and resumable.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,7 +137,7 @@ def _round(
     measured = sum(len(launches(c)) for c in every)
     rounds.append({"round": k, "dir": round_dir.name, "cells": cells, "launches": measured,
                    "cold_starts": _cold_starts(results, ctx.metric),
-                   "unfinished": _unfinished(results, round_dir, every, launches)})  # fmt: skip
+                   "unfinished": _unfinished(results, every, launches)})  # fmt: skip
     return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
                      groups=[launches(cid) for cid in ids],
                      not_run=["" if launches(cid) else _not_run(results, cid)
@@ -186,25 +186,24 @@ def _cold_starts(results: RunResults, metric: str) -> list[dict[str, Any]]:
 
 
 def _unfinished(
-    results: RunResults, round_dir: Path, cells: Sequence[str],
-    launches: Callable[[str], list[list[float]]],
-) -> list[dict[str, Any]]:  # fmt: skip
+    results: RunResults, cells: Sequence[str], launches: Callable[[str], list[list[float]]]
+) -> list[dict[str, Any]]:
     """The round's cells whose bench stopped before its end (the machine was taken back,
-    a signal): each with the launches it measured and the launches it planned."""
-    planned: dict[str, int] = {}
+    a signal): each with the launches it measured and the launches its spec asked for."""
+    planned: int | None = None
     try:
-        raw = json.loads((round_dir / layout.BENCH_SCHEDULE).read_text(encoding="utf-8"))
-        for slot in raw.get("slots", []):
-            planned[str(slot["cell"])] = planned.get(str(slot["cell"]), 0) + 1
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        pass  # no schedule (the bench never started): the counts say what was measured
+        bench = tomllib.loads(results.spec_text or "").get("bench") or {}
+        planned = int(bench["launches"])
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        pass  # no readable spec: the counts say what was measured
     out = []
     for cid in cells:
         found = results.cell(cid)
-        bench = found.phase("bench") if found is not None else None
-        done, want = len(launches(cid)), planned.get(cid)
-        if bench is not None and bench.status is Status.INTERRUPTED and (not want or done < want):
-            out.append({"cell": cid, "launches": done, "planned": want})
+        phase = found.phase("bench") if found is not None else None
+        done = len(launches(cid))
+        short = planned is None or done < planned
+        if phase is not None and phase.status is Status.INTERRUPTED and short:
+            out.append({"cell": cid, "launches": done, "planned": planned})
     return out
 
 

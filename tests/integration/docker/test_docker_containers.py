@@ -242,11 +242,11 @@ def test_jit_caches_outlive_each_launchs_container(
     environment: Environment, engine: _docker_cli.ContainerEngine
 ) -> None:
     # each launch is a new --rm container: without the volume the second would be cold
-    from stackmatrix.envs import _docker_jit
+    from stackmatrix.envs import jitcache
 
     assert environment.image is not None
-    volume = _docker_jit.cache_volume(environment.image)
-    assert volume == _docker_jit.volume_name(environment.image)
+    volume = jitcache.cache_volume(environment.image)
+    assert volume == jitcache.volume_name(environment.image)
     try:
         seen = []
         for _ in range(2):
@@ -273,7 +273,7 @@ def test_jit_caches_outlive_each_launchs_container(
 def test_an_image_that_is_not_root_keeps_its_caches_in_the_container(
     base_image: str, engine: _docker_cli.ContainerEngine
 ) -> None:
-    from stackmatrix.envs import _docker_jit
+    from stackmatrix.envs import jitcache
 
     tag = f"stackmatrix-test/nonroot:{uuid.uuid4().hex[:8]}"
     cid = subprocess.run([engine.docker, "create", base_image, "true"], capture_output=True,
@@ -281,10 +281,10 @@ def test_an_image_that_is_not_root_keeps_its_caches_in_the_container(
     try:
         subprocess.run([engine.docker, "commit", "--change", "USER 1000", cid, tag],
                        capture_output=True, check=True)  # fmt: skip
-        assert _docker_jit.cache_volume(tag) is None  # a root-owned volume it cannot write
+        assert jitcache.cache_volume(tag) is None  # a root-owned volume it cannot write
         listed = subprocess.run([engine.docker, "volume", "ls", "-q"], capture_output=True,
                                 text=True, check=True).stdout  # fmt: skip
-        assert _docker_jit.volume_name(tag) not in listed
+        assert jitcache.volume_name(tag) not in listed
     finally:
         subprocess.run([engine.docker, "rm", "-f", cid], capture_output=True, check=False)
         subprocess.run([engine.docker, "rmi", "-f", tag], capture_output=True, check=False)

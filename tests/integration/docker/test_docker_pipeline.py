@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from stackmatrix.envs import _docker_cli, _docker_jit, docker
+from stackmatrix.envs import _docker_cli, docker, jitcache
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -184,7 +184,7 @@ def runs(
     )
     for cell in CELLS:  # the volumes that kept the servers' JIT caches
         image = _build(first, cell)["image"]
-        subprocess.run([engine.docker, "volume", "rm", "-f", _docker_jit.volume_name(image)],
+        subprocess.run([engine.docker, "volume", "rm", "-f", jitcache.volume_name(image)],
                        capture_output=True, check=False)  # fmt: skip
 
 
@@ -324,10 +324,10 @@ def test_each_image_s_servers_share_one_jit_cache_volume(runs: Runs) -> None:
         image = _build(runs.first, cell)["image"]
         for launch in runs.first.phase(cell, "bench")["data"]["launches"]:
             argv = launch["launch_argv"]
-            mount = (f"type=volume,source={_docker_jit.volume_name(image)},"
-                     f"target={_docker_jit.TARGET}")  # fmt: skip
+            mount = (f"type=volume,source={jitcache.volume_name(image)},"
+                     f"target={jitcache.TARGET}")  # fmt: skip
             assert argv[argv.index("--mount") + 1 :].count(mount) == 1, argv
-            assert f"FLASHINFER_WORKSPACE_BASE={_docker_jit.TARGET}" in argv
+            assert f"FLASHINFER_WORKSPACE_BASE={jitcache.TARGET}" in argv
 
 
 def test_second_run_rebuilds_no_image(runs: Runs) -> None:

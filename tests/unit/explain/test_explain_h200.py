@@ -159,8 +159,16 @@ def test_a_round_cut_short_says_what_it_lacks_not_noise(kept_warm: Path) -> None
     assert bench.read_bytes() == before
 
 
-def test_without_its_schedule_a_cut_round_still_counts_its_launches(kept_warm: Path) -> None:
-    (kept_warm / ROUND / "bench-schedule.json").unlink()
+@pytest.mark.parametrize("how", ["missing", "a link"])
+def test_without_its_spec_a_cut_round_still_counts_its_launches(kept_warm: Path, how: str) -> None:
+    spec = kept_warm / ROUND / "spec.toml"
+    if how == "a link":  # never read through a link, even one to a plausible spec
+        elsewhere = kept_warm.parent / "elsewhere.toml"
+        elsewhere.write_bytes(spec.read_bytes())
+        spec.unlink()
+        spec.symlink_to(elsewhere)
+    else:
+        spec.unlink()
     path = explain_cell(kept_warm, "triton-capped", run_round=_no_gpu_here, rejudge=True)
     unfinished = json.loads(path.read_text())["rounds"][0]["unfinished"]
     # every cell's bench was interrupted; with no plan to compare with, all are listed
@@ -170,6 +178,15 @@ def test_without_its_schedule_a_cut_round_still_counts_its_launches(kept_warm: P
         (1, None),
         (1, None),
     ]
+
+
+def test_the_launches_planned_are_the_round_spec_s(kept_warm: Path) -> None:
+    # as if the round had asked for 3: then no cell of it finished
+    spec = kept_warm / ROUND / "spec.toml"
+    spec.write_text(spec.read_text().replace("\nlaunches = 2\n", "\nlaunches = 3\n"))
+    path = explain_cell(kept_warm, "triton-capped", run_round=_no_gpu_here, rejudge=True)
+    unfinished = json.loads(path.read_text())["rounds"][0]["unfinished"]
+    assert [(u["launches"], u["planned"]) for u in unfinished] == [(2, 3), (2, 3), (1, 3), (1, 3)]
 
 
 def test_a_finished_round_is_not_called_unfinished(kept: Path) -> None:
