@@ -9,7 +9,8 @@
 # between calls while the machine is held (the checkout itself is replaced at every call):
 #   OUT=... bash scripts/gpu-sglang.sh stage           keep the carried kit parts for a later call
 #   OUT=... bash scripts/gpu-sglang.sh prepare         unpack the carried kit(s) into wheels
-#   OUT=... bash scripts/gpu-sglang.sh start [SPEC]    prepare, start the run, wait WAIT_S
+#   [CELLS="ID ..."] OUT=... bash scripts/gpu-sglang.sh start [SPEC]
+#                                       prepare, start the run (only CELLS if set), wait WAIT_S
 #   OUT=... bash scripts/gpu-sglang.sh wait [SPEC]     wait up to WAIT_S more
 #   CELL=ID [LAUNCHES=N] [WARMUP=N] [WARMUP_LAUNCHES=N] OUT=... bash scripts/gpu-sglang.sh explain [SPEC]
 #                                       prepare, then `stackmatrix explain` the run of SPEC
@@ -103,6 +104,7 @@ start | explain)
     else
         resume=()
         [ -f "$results/run.json" ] && resume=(--resume)
+        for cell in ${CELLS:-}; do resume+=(--cell "$cell"); done
         setsid python3 -m stackmatrix run "$spec" --output "$results" "${resume[@]}" \
             --reports-dir /tmp/smreports >>"/tmp/$name.log" 2>&1 </dev/null &
         echo $! >"/tmp/$name.pid"

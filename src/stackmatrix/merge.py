@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from stackmatrix import _nofollow, layout
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
@@ -188,7 +189,16 @@ def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
     if not all(isinstance(s, dict) and isinstance(s.get("slots"), list) for s in schedules):
         raise ResultsError(f"a piece's {name} is not a schedule (no list of slots)")
     first = {k: v for k, v in schedules[0].items() if k != "schema_version"}
-    out.write_json(name, {**first, "slots": [x for s in schedules for x in s["slots"]]})
+    sessions = [x for s in schedules for x in _sessions(s)]
+    out.write_json(name, {**first, "slots": [x for s in schedules for x in s["slots"]],
+                          "sessions": sessions})  # fmt: skip
+
+
+def _sessions(schedule: dict[str, Any]) -> list[Any]:
+    sessions = schedule.get("sessions")
+    if isinstance(sessions, list):
+        return sessions
+    return [{k: schedule[k] for k in ("order", "order_seed", "slots") if k in schedule}]
 
 
 def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:

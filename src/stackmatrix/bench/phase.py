@@ -271,11 +271,11 @@ def _write_workload(run_dir: RunDir, wl: workload.WorkloadSet, points: Points = 
 def _write_schedule(
     run_dir: RunDir, order: str, seed: int, slots: Sequence[tuple[str, int]]
 ) -> None:
-    run_dir.write_json(
-        SCHEDULE_FILE,
-        {
-            "order": order,
-            "order_seed": seed,
-            "slots": [{"cell": c, "launch": k} for c, k in slots],
-        },
-    )
+    """This session's plan, after the plans of the earlier sessions of these results: a
+    resume, or a run of one more cell with --cell, plans only what is left (on the H200
+    a third cell run afterwards replaced the interleaved plan of the first two)."""
+    planned = [{"cell": c, "launch": k} for c, k in slots]
+    this = {"order": order, "order_seed": seed, "slots": planned}
+    earlier = schedule.earlier_sessions(run_dir.path / SCHEDULE_FILE)
+    sessions = [*earlier, {"started": now_iso(), **this}] if slots or not earlier else earlier
+    run_dir.write_json(SCHEDULE_FILE, {**this, "sessions": sessions})

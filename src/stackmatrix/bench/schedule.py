@@ -9,8 +9,17 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import random
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from stackmatrix import _nofollow
+from stackmatrix.errors import ResultsError
+
+log = logging.getLogger(__name__)
 
 Slot = tuple[str, int]  # (cell id, launch index, 1-based)
 
@@ -33,3 +42,25 @@ def schedule(
             rng.shuffle(block)
         slots.extend(block)
     return slots
+
+
+def earlier_sessions(path: Path) -> list[dict[str, Any]]:
+    """The plans recorded in a results directory's schedule file, one per session that
+    ran launches (a file of before sessions were recorded is one session); none for a
+    missing file, and none, with a warning, for one that is not a schedule or is a link
+    (it is replaced, never followed)."""
+    if not os.path.lexists(path):
+        return []
+    try:
+        old = _nofollow.read_json(path)
+    except (ResultsError, OSError) as exc:
+        log.warning("replacing %s: %s", path, exc)
+        return []
+    if isinstance(old, dict):
+        sessions = old.get("sessions")
+        if isinstance(sessions, list) and all(isinstance(s, dict) for s in sessions):
+            return sessions
+        if isinstance(old.get("slots"), list):
+            return [{k: old[k] for k in ("order", "order_seed", "slots") if k in old}]
+    log.warning("replacing %s: not a schedule", path)
+    return []

@@ -99,7 +99,8 @@ _IMAGE_BIN_DIRS = ("/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin")
 
 
 def find_tool(name: str, env: Mapping[str, str], *, root: Path = Path("/")) -> str | None:
-    """The tool as the environment would find it: CUDA_HOME/bin, then PATH; for an image
+    """The tool as the environment would find it: CUDA_HOME/bin, then PATH, then
+    /usr/local/cuda/bin (the order of torch's and flashinfer's JITs); for an image
     (`root` other than /), the cell's CUDA_HOME and the image's usual bin directories,
     followed inside the image (its path as the image sees it)."""
     if root != Path("/"):
@@ -115,4 +116,6 @@ def find_tool(name: str, env: Mapping[str, str], *, root: Path = Path("/")) -> s
         candidate = Path(home) / "bin" / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-    return shutil.which(name, path=merged.get("PATH"))
+    on_path = shutil.which(name, path=merged.get("PATH"))
+    last = f"{nvcc.HOST_TOOLKIT}/bin/{name}"  # torch's and flashinfer's last resort
+    return on_path if on_path is not None or not os.access(last, os.X_OK) else last

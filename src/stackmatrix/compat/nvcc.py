@@ -5,10 +5,14 @@ use, as do torch's cpp_extension and sglang's JIT kernels: an nvcc of another CU
 major than torch's builds code against a runtime that torch does not load, and a
 stack without nvcc fails at the first such kernel, on the GPU, long after the build.
 
-nvcc is looked for where those JITs look, inside the environment's own files:
-`$CUDA_HOME/bin/nvcc` (the cell's env), `/usr/local/cuda/bin/nvcc` of an image (the
-NVIDIA images' PATH; not the host's for a venv, which is not part of the cell), and
-NVIDIA's CUDA wheels in site-packages (`nvidia/cu13/bin`, `nvidia/cuda_nvcc/bin`). Its
+nvcc is looked for where those JITs look, in the order they try: `$CUDA_HOME/bin/nvcc`
+(then `$CUDA_PATH`), the directories of `$PATH`, `/usr/local/cuda/bin/nvcc`, and NVIDIA's
+CUDA wheels in site-packages (`nvidia/cu13/bin`, `nvidia/cuda_nvcc/bin`). For an image,
+the variables are the cell's and every path is followed inside the image; a venv's
+server runs on this host with this process's environment under the cell's (issue 13:
+on the H200 a venv server compiled flashinfer's kernels with the host's
+/usr/local/cuda while the check, looking only at the venv's own files, said it had no
+nvcc), so there the variables are both and the paths are the host's. Its
 version is read from the binary, which carries the banner that `nvcc --version` prints
 ("Cuda compilation tools, release 13.0, V13.0.88"), so nothing is executed; a wrapper
 script falls back to the toolkit's version.json.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +38,8 @@ _MAX_LINK_HOPS = 40
 # distributions whose kernels are JIT-compiled with nvcc at first use
 JIT_USERS = ("flashinfer-python", "sglang")
 _WHEEL_DIRS = ("nvidia/cu13", "nvidia/cuda_nvcc")
+# the JITs' last resort, for a venv on this host (tests point it elsewhere)
+HOST_TOOLKIT = "/usr/local/cuda"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,16 +101,18 @@ def _from_version_json(toolkit: Path) -> tuple[str, str] | None:
 
 
 def _candidates(root: Path, site_packages: Sequence[Path], env: Mapping[str, str]) -> list[str]:
-    """Environment paths of nvcc, in the order the JITs try them."""
-    out: list[str] = []
-    if env.get("CUDA_HOME"):
-        out.append(env["CUDA_HOME"].rstrip("/") + "/bin/nvcc")
-    if root != Path("/"):
-        out.append("/usr/local/cuda/bin/nvcc")
+    """Environment paths of nvcc, in the order the JITs try them, each once."""
+    host = root == Path("/")
+    merged = {**os.environ, **env} if host else env
+    out = [merged[v].rstrip("/") + "/bin/nvcc" for v in ("CUDA_HOME", "CUDA_PATH") if merged.get(v)]
+    # an image's PATH is not known here (its usual directories are /usr/local/cuda's)
+    if host:
+        out += [d.rstrip("/") + "/nvcc" for d in merged.get("PATH", "").split(os.pathsep) if d]
+    out.append(f"{HOST_TOOLKIT if host else '/usr/local/cuda'}/bin/nvcc")
     for site in site_packages:
         for sub in _WHEEL_DIRS:
             out.append(_env_path(root, site / sub / "bin" / "nvcc"))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def _env_path(root: Path, host_path: Path) -> str:

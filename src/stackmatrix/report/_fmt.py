@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from stackmatrix.report.config_drift import Difference
@@ -78,6 +79,38 @@ def facts_text(facts: dict[str, Any], limit: int = 160) -> str:
     3.2/4.1/4.8`: nested facts as dotted keys, not raw JSON (issue 16, item 17)."""
     parts = [f"{key}={value}" for key, value in _flat_facts("", facts)]
     return shorten(", ".join(parts), limit) if parts else ""
+
+
+def distinct_facts(facts: dict[str, Any], others: Sequence[dict[str, Any]], limit: int = 160) -> str:
+    """The facts of one launch that set it apart from the other launches of its cell: a
+    number outside their range (each part of `1.1/0.9/0.5`), any other value none of
+    them had. An outlier's note names these, not every fact (the GPU's name is the same
+    in every launch and explains nothing)."""
+    theirs: dict[str, list[str]] = {}
+    for other in others:
+        for key, value in _flat_facts("", other):
+            theirs.setdefault(key, []).append(value)
+    parts: list[str] = []
+    if not others:
+        return ""
+    for key, value in _flat_facts("", facts):
+        seen = theirs.get(key, [])  # none: the others had nothing there (no GPU process)
+        if value in seen:
+            continue
+        mine, rest = _numbers(value), [_numbers(v) for v in seen]
+        if seen and mine is not None and all(r is not None and len(r) == len(mine) for r in rest):
+            ranges = list(zip(*[r for r in rest if r is not None], strict=True))
+            if all(min(rng) <= x <= max(rng) for x, rng in zip(mine, ranges, strict=True)):
+                continue
+        parts.append(f"{key}={value}")
+    return shorten(", ".join(parts), limit) if parts else ""
+
+
+def _numbers(value: str) -> tuple[float, ...] | None:
+    try:
+        return tuple(float(p) for p in value.split("/"))
+    except ValueError:
+        return None
 
 
 def _flat_facts(prefix: str, value: Any) -> list[tuple[str, str]]:

@@ -343,7 +343,8 @@ def _launches_md(c: CellReport) -> str:
     launches = (*c.warmup_launches, *c.launches)
     ready = any(launch.ready_s is not None for launch in launches)
     for launch in launches:
-        facts = _fmt.facts_text(launch.env_facts) if launch.outlier else ""
+        others = [o.env_facts for o in c.launches if o is not launch]
+        facts = _fmt.distinct_facts(launch.env_facts, others) if launch.outlier else ""
         rows.append(
             [
                 launch.label,
@@ -351,7 +352,9 @@ def _launches_md(c: CellReport) -> str:
                 *([_fmt.seconds(launch.ready_s)] if ready else []),
                 _fmt.number(launch.value),
                 " ".join(_fmt.number(r) for r in launch.rounds),
-                ("outlier: " + facts) if launch.outlier else "",
+                ("outlier: " + (facts or "no environment fact sets it apart from the others"))
+                if launch.outlier
+                else "",
             ]
         )
     head = ["launch", "status", *(["ready"] if ready else []), "median", "rounds", "note"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from stackmatrix.bench import schedule
 from stackmatrix.bench.phase import run_bench_phase
 from stackmatrix.envs.base import Environment
 from stackmatrix.results import PhaseResult, RunDir, Status
@@ -235,3 +237,49 @@ def test_external_engine_starts_nothing_and_reads_server_info(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# --- the launch plan of every session of a results directory is kept: a cell run later
+# with --cell (as flashmla was on the H200) must not replace how the first cells were
+# interleaved, and a resume with nothing left adds no empty session
+
+
+def _slots(plan: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(s["cell"], s["launch"]) for s in plan["slots"]]
+
+
+def test_a_later_cell_adds_a_session(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, ("a", "b", "c"), launches=2)
+    run = RunDir(tmp_path / "run")
+    envs = {c: _env("ok") for c in ("a", "b", "c")}
+    first = run_bench_phase(spec, run, ["a", "b"], environments=envs, order="interleaved")
+    assert {r.status for r in first.values()} == {Status.OK}
+    later = run_bench_phase(spec, run, ["c"], environments=envs, order="interleaved")
+    assert later["c"].status is Status.OK
+    doc = json.loads((run.path / "bench-schedule.json").read_text())
+    assert _slots(doc) == [("c", 1), ("c", 2)]  # this session's plan
+    sessions = doc["sessions"]
+    assert [_slots(s) for s in sessions] == [
+        [("a", 1), ("b", 1), ("a", 2), ("b", 2)],
+        [("c", 1), ("c", 2)],
+    ]
+    assert all(s["started"] for s in sessions)
+    # nothing left to run: the record stays as it is
+    run_bench_phase(spec, run, ["a", "b", "c"], environments=envs, order="interleaved")
+    again = json.loads((run.path / "bench-schedule.json").read_text())
+    assert again["sessions"] == sessions
+
+
+def test_an_old_or_foreign_schedule_file(tmp_path: Path) -> None:
+    path = tmp_path / "bench-schedule.json"
+    path.write_text(json.dumps({"order": "sequential", "slots": [{"cell": "a", "launch": 1}]}))
+    assert schedule.earlier_sessions(path) == [
+        {"order": "sequential", "slots": [{"cell": "a", "launch": 1}]}
+    ]
+    path.write_text("[1, 2]")
+    assert schedule.earlier_sessions(path) == []
+    path.unlink()
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps({"sessions": [{"slots": []}]}))
+    path.symlink_to(target)
+    assert schedule.earlier_sessions(path) == []  # a link is never read through

@@ -7,6 +7,9 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
+from stackmatrix.compat import nvcc as nvcc_module
 from stackmatrix.compat.features import feature_findings
 from stackmatrix.compat.inventory import read_inventory
 
@@ -33,7 +36,10 @@ def test_sglang_kernel_without_flash_ops_has_no_fa3(tmp_path: Path) -> None:
     assert not [f for f in findings if f.code == "SM-FEATURE-ABSENT"]
 
 
-def test_flashinfer_without_prebuilt_kernels_needs_nvcc(tmp_path: Path) -> None:
+def test_flashinfer_without_prebuilt_kernels_needs_nvcc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nvcc_module, "HOST_TOOLKIT", str(tmp_path / "usr-local-cuda"))
     site, cuda = tmp_path / "site", tmp_path / "cuda"
     _dist(site, "flashinfer-python", "0.6.12", ["flashinfer/__init__.py"])
     empty_path = {"PATH": str(tmp_path / "nowhere"), "CUDA_HOME": str(cuda)}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.compat import nvcc
+from stackmatrix.compat import features, nvcc
 from stackmatrix.compat.phase import check_environment
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Severity
@@ -78,15 +78,63 @@ def test_a_wrapper_script_falls_back_to_version_json(tmp_path: Path) -> None:
     assert found is not None and (found.release, found.source) == ("12.8", "version.json")
 
 
-def test_a_venv_on_the_host_is_judged_only_on_its_own_files(tmp_path: Path) -> None:
-    """The host's /usr/local/cuda is not part of a venv cell: not looked at; the CUDA
-    wheels in its site-packages and the cell's CUDA_HOME are."""
+def test_a_venv_on_the_host_is_judged_where_its_server_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A venv's server runs on this host with this process's environment under the
+    cell's (issue 13: on the H200 the server compiled flashinfer's kernels with the
+    CUDA_HOME it inherited while the check said there was no nvcc): the cell's
+    CUDA_HOME, then the process's PATH, /usr/local/cuda, the venv's CUDA wheels."""
     site = tmp_path / "site-packages"
     nvcc_binary(site / "nvidia/cu13/bin/nvcc", "13.0", "13.0.88")
+    on_path = tmp_path / "toolkit/bin"
+    nvcc_binary(on_path / "nvcc", "13.0", "13.0.48")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path}/empty:{on_path}")
+    monkeypatch.setattr(nvcc, "HOST_TOOLKIT", str(tmp_path / "usr-local-cuda"))
     found, looked = nvcc.find_nvcc(Path("/"), [site], {"CUDA_HOME": str(tmp_path / "none")})
-    assert "/usr/local/cuda/bin/nvcc" not in looked
-    assert looked[0] == f"{tmp_path}/none/bin/nvcc"
+    assert looked == [f"{tmp_path}/none/bin/nvcc", f"{tmp_path}/empty/nvcc", f"{on_path}/nvcc"]
+    assert found is not None and (found.path, found.version) == (f"{on_path}/nvcc", "13.0.48")
+    # nothing on PATH: after /usr/local/cuda, the wheels (host paths, as the venv sees them)
+    monkeypatch.setenv("PATH", f"{tmp_path}/empty")
+    _, looked = nvcc.find_nvcc(Path("/"), [site], {})
+    assert looked[:2] == [f"{tmp_path}/empty/nvcc", f"{tmp_path}/usr-local-cuda/bin/nvcc"]
+    found, _ = nvcc.find_nvcc(Path("/"), [site], {})
     assert found is not None and found.path == str(site / "nvidia/cu13/bin/nvcc")
+    # the toolkit of the last resort comes before the wheels
+    nvcc_binary(tmp_path / "usr-local-cuda/bin/nvcc", "12.8", "12.8.93")
+    found, _ = nvcc.find_nvcc(Path("/"), [site], {})
+    assert found is not None and found.release == "12.8"
+
+
+def test_the_process_cuda_home_reaches_a_venv_and_agrees_with_the_jit_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both checks that need nvcc find the same one: no "nvcc missing" next to "compiles
+    with the nvcc found at ..." (the H200 report had both)."""
+    home = tmp_path / "cuda-13.0"
+    nvcc_binary(home / "bin/nvcc", "13.0", "13.0.88")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.setenv("PATH", f"{tmp_path}/empty")
+    monkeypatch.setattr(nvcc, "HOST_TOOLKIT", str(tmp_path / "usr-local-cuda"))
+    data, found = nvcc.check(
+        Path("/"), [], {}, torch_cuda="13.0", installed=["flashinfer-python"], cell="c"
+    )
+    assert found == [] and data["found"]["path"] == f"{home}/bin/nvcc"
+    assert features.find_tool("nvcc", {}) == data["found"]["path"]
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
+    _, found = nvcc.check(
+        Path("/"), [], {}, torch_cuda="13.0", installed=["flashinfer-python"], cell="c"
+    )
+    assert features.find_tool("nvcc", {}) is None
+    assert [f.code for f in found] == ["SM-NVCC-MISSING"]
+    # the last resort, /usr/local/cuda, counts for both
+    nvcc_binary(tmp_path / "usr-local-cuda/bin/nvcc", "13.0", "13.0.88")
+    data, found = nvcc.check(
+        Path("/"), [], {}, torch_cuda="13.0", installed=["flashinfer-python"], cell="c"
+    )
+    assert found == [] and features.find_tool("nvcc", {}) == data["found"]["path"]
 
 
 @pytest.mark.parametrize(

@@ -84,12 +84,12 @@ def test_real_server_info_keeps_tokenizer_settings(cell: str) -> None:
 
 
 def test_an_interrupted_real_run_reports_the_launches_it_completed() -> None:
-    # The H200 run of matrix/h200-sglang.toml was stopped by the device call's time
-    # limit after 4 of 5 launches per cell: its figures must still reach the report.
+    # The first H200 run of matrix/h200-sglang.toml was stopped by the device call's
+    # time limit after 4 of 5 launches per cell: its figures must still reach the report.
     from stackmatrix.report.load import load_run
     from stackmatrix.report.model import build_model
 
-    run = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang"
+    run = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang-interrupted"
     model = build_model(load_run(run))
     cells = {c.id: c for c in model.cells}
     assert cells["triton"].comparison is not None
@@ -97,3 +97,30 @@ def test_an_interrupted_real_run_reports_the_launches_it_completed() -> None:
     for cell in model.cells:
         assert len(load_run(run).cell(cell.id).launches("output_throughput")) == 4  # type: ignore[union-attr]
     assert not any("not read from its server logs" in n for n in model.notes)
+
+
+def test_the_complete_h200_attention_run_reports_what_the_engine_changed() -> None:
+    """matrix/h200-sglang.toml on the H200 (reports/examples/h200-sglang/): 5 measured
+    launches per cell after a warm-up, the c32 point compared too, and the setting that
+    flashmla changes besides the backend (its KV cache page size) shown as unintended."""
+    from stackmatrix.report import render_md
+    from stackmatrix.report.load import load_run
+    from stackmatrix.report.model import build_model
+
+    run = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang"
+    results = load_run(run)
+    model = build_model(results)
+    assert {c.id for c in model.cells} == {"flashinfer", "triton", "flashmla"}
+    for cell in model.cells:
+        assert len(results.cell(cell.id).launches("output_throughput")) == 5  # type: ignore[union-attr]
+    text = render_md.render(model)
+    assert "#### c32: concurrency 32, 64 prompts" in text
+    flashmla = text[text.index("<summary>flashmla") : text.index("<summary>triton")]
+    row = "| `page_size` | 1 | 64 | scheduling and memory | resolved server arguments |"
+    assert row in flashmla
+    # the per-venv JIT cache: a measured launch starts far faster than the warm-up,
+    # which compiled flashinfer's kernels (205 s per start when two venvs shared one)
+    bench = json.loads((run / "cells" / "flashinfer" / "bench.json").read_text())
+    measured = [ln["ready_s"] for ln in bench["data"]["launches"]]
+    (warm,) = [ln["ready_s"] for ln in bench["data"]["warmup_launches"]]
+    assert len(measured) == 5 and max(measured) < 60 and warm > 3 * max(measured)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stackmatrix.report import build_report
-from stackmatrix.report._fmt import facts_text
+from stackmatrix.report._fmt import distinct_facts, facts_text
 
 from ._results import bench_data, phase, run_dir, write
 
@@ -42,3 +42,21 @@ def test_an_outlier_note_is_facts_not_json() -> None:
         node = node["x"]  # type: ignore[assignment]
     node["y"] = 1
     assert facts_text(deep).endswith("=…")
+
+
+def test_an_outlier_note_names_what_sets_it_apart() -> None:
+    """On the H200 the note of an outlier launch listed every fact (GPU name, CPU count);
+    it names those outside the other launches' values, or says that none is."""
+
+    def launch(sm: int, load: float, procs: list[str]) -> dict[str, object]:
+        gpu = {"name": "NVIDIA H200", "clocks.sm": str(sm)}
+        return {"before": {"loadavg": [load, 1.0, 0.5], "cpu_count": 16, "gpus": [gpu],
+                           "gpu_processes": procs}}  # fmt: skip
+
+    others = [launch(1980, 1.2, []), launch(1980, 2.0, []), launch(1965, 1.5, [])]
+    assert distinct_facts(launch(1970, 1.4, []), others) == ""
+    assert distinct_facts(launch(1410, 1.4, []), others) == "before.gpus[0].clocks.sm=1410"
+    assert distinct_facts(launch(1980, 7.5, ["python"]), others) == (
+        "before.loadavg=7.5/1.0/0.5, before.gpu_processes=python"
+    )
+    assert distinct_facts(launch(1410, 1.4, []), []) == ""  # nothing to compare with
