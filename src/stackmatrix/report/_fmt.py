@@ -81,7 +81,9 @@ def facts_text(facts: dict[str, Any], limit: int = 160) -> str:
     return shorten(", ".join(parts), limit) if parts else ""
 
 
-def distinct_facts(facts: dict[str, Any], others: Sequence[dict[str, Any]], limit: int = 160) -> str:
+def distinct_facts(
+    facts: dict[str, Any], others: Sequence[dict[str, Any]], limit: int = 160
+) -> str:
     """The facts of one launch that set it apart from the other launches of its cell: a
     number outside their range (each part of `1.1/0.9/0.5`), any other value none of
     them had. An outlier's note names these, not every fact (the GPU's name is the same

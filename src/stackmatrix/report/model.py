@@ -16,6 +16,7 @@ from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.cells import cell_report
 from stackmatrix.report.compat_data import compat_dir
 from stackmatrix.report.facts import collect, log_engine
+from stackmatrix.report.interleaving import not_interleaved
 from stackmatrix.report.load import CellResults, RunResults, read_explanations
 from stackmatrix.report.logfacts import LogPattern, load_patterns, read_facts, unread
 from stackmatrix.report.matrix import (
@@ -102,6 +103,7 @@ def build_model(
     notes += _unread_notes(results.cells, patterns)
     notes += [cold.note() for cold in cold_first_launches(cells, headline)]
     notes += slow_startups(cells)
+    notes += not_interleaved(results.cells, results.baseline)
     return MatrixReport(
         spec_name=run.spec_name,
         spec_hash=run.spec_hash,
