@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stackmatrix._secrets import redact
@@ -13,14 +13,15 @@ from stackmatrix.bench import metrics
 from stackmatrix.bench.engines import EffectiveConfig, Engine
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.records import LaunchRecord, RoundRecord
+from stackmatrix.records import BenchData, LaunchRecord, PointInfo, RoundRecord
 from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, Status, now_iso
 from stackmatrix.spec_model import Bench
 
 
 @dataclass(kw_only=True)
 class CellState:
-    """One cell's bench result while the phase runs."""
+    """One cell's bench result while the phase runs: its status in `result`, its data
+    typed in `data` (the measured launches in `launches`), both written by `save`."""
 
     cell_id: str
     cell_dir: CellDir
@@ -28,6 +29,7 @@ class CellState:
     environment: Environment | None
     server_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    data: BenchData = field(default_factory=BenchData)
     launches: list[LaunchRecord] = field(default_factory=list)
     version: str | None = None
     started_monotonic: float = field(default_factory=time.monotonic)
@@ -35,6 +37,12 @@ class CellState:
     @property
     def failed(self) -> bool:
         return self.result.status is Status.FAILED
+
+    def save(self) -> None:
+        """bench.json as the cell stands now (after every launch: a crash or Ctrl-C
+        keeps what was measured)."""
+        self.result.data = replace(self.data, launches=tuple(self.launches)).to_dict()
+        self.cell_dir.write(self.result)
 
 
 def round_summary(rounds: Sequence[RoundRecord]) -> dict[str, float]:
@@ -54,24 +62,26 @@ def record_launch(
     """A measured launch into the cell's bench.json, written at once (a crash or Ctrl-C
     after it keeps it); a failed launch fails the cell."""
     st.launches.append(launch)
-    data = st.result.data
-    data.update(
-        engine=engine.name,
-        engine_version=config.version if config else data.get("engine_version"),
-        workload_hash=wl_hash,
-        launches=[ln.to_dict() for ln in st.launches],
-    )
+    extra = {**st.data.extra, "workload_hash": wl_hash}
+    effective = st.data.effective_config
     if config is not None:
-        data.update(effective_config=redact(config.flat), server_info=redact(config.raw))
-    data.setdefault("launch_argv", list(launch.launch_argv or ()))
+        effective, extra["server_info"] = redact(config.flat), redact(config.raw)
+    extra.setdefault("launch_argv", list(launch.launch_argv or ()))
+    st.data = replace(
+        st.data,
+        engine=engine.name,
+        engine_version=config.version if config else st.data.engine_version,
+        effective_config=effective,
+        extra=extra,
+    )
     if launch.status != "ok":
         st.result.status = Status.FAILED
         st.result.code = launch.code or "server_failed"
         st.result.message = f"launch {launch.index}: {launch.message or ''}"
         st.result.finished = now_iso()
-    _summarize(st.result.data, st.launches, bench)
+    st.data = _summarize(st.data, st.launches, bench)
     st.result.duration_s = time.monotonic() - st.started_monotonic
-    st.cell_dir.write(st.result)
+    st.save()
 
 
 def crashed(st: CellState, exc: Exception, what: str) -> None:
@@ -80,7 +90,7 @@ def crashed(st: CellState, exc: Exception, what: str) -> None:
     st.result.message = f"{what}: {st.cell_dir.crashed('bench', exc)}"
     st.result.finished = now_iso()
     st.result.duration_s = time.monotonic() - st.started_monotonic
-    st.cell_dir.write(st.result)
+    st.save()
 
 
 def finish(st: CellState, bench: Bench) -> PhaseResult:
@@ -106,9 +116,9 @@ def finish(st: CellState, bench: Bench) -> PhaseResult:
                 details={"errors": errors},
             ),
         ]
-    _summarize(result.data, st.launches, bench)
+    st.data = _summarize(st.data, st.launches, bench)
     result.duration_s = time.monotonic() - st.started_monotonic
-    st.cell_dir.write(result)
+    st.save()
     return result
 
 
@@ -170,21 +180,18 @@ def _summary(launches: Sequence[LaunchRecord]) -> dict[str, float]:
     return metrics.cell_summary([ln.summary or {} for ln in launches if ln.status == "ok"])
 
 
-def _summarize(data: dict[str, Any], launches: Sequence[LaunchRecord], bench: Bench) -> None:
+def _summarize(data: BenchData, launches: Sequence[LaunchRecord], bench: Bench) -> BenchData:
     """The cell's summary, and one per load point (medians over the launches that ran)."""
-    data["summary"] = _summary(launches)
-    if not bench.points:
-        data.pop("points", None)
-        return
     ok = [ln.points or {} for ln in launches if ln.status == "ok"]
-    data["points"] = {
-        pt.name: {
-            "metric": pt.metric,
-            "max_concurrency": pt.workload.max_concurrency,
-            "num_prompts": pt.workload.num_prompts,
-            "summary": metrics.cell_summary(
+    points = {
+        pt.name: PointInfo(
+            metric=pt.metric,
+            max_concurrency=pt.workload.max_concurrency,
+            num_prompts=pt.workload.num_prompts,
+            summary=metrics.cell_summary(
                 [done[pt.name].summary or {} for done in ok if pt.name in done]
             ),
-        }
+        )
         for pt in bench.points
     }
+    return replace(data, summary=_summary(launches), points=points)

@@ -49,8 +49,8 @@ def warm_up(
                 say(cid, f"bench failed: {st.result.message}")
                 continue
             launch = run.record(measured=False)
-            warm = [x for x in st.result.data.get("warmup_launches", []) if x["index"] != f"W{w}"]
-            st.result.data["warmup_launches"] = [*warm, launch.to_dict()]
-            st.cell_dir.write(st.result)
+            warm = [x for x in st.data.warmup_launches if x.index != f"W{w}"]
+            st.data = dataclasses.replace(st.data, warmup_launches=(*warm, launch))
+            st.save()
             if launch.status != "ok":
                 say(cid, f"warm-up launch failed: {launch.message or ''}")

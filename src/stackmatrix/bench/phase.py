@@ -29,7 +29,7 @@ from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.envs.base import Environment
-from stackmatrix.records import LaunchRecord, check_verdict
+from stackmatrix.records import BenchData, check_verdict
 from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, Spec
 
@@ -78,7 +78,8 @@ def run_bench_phase(
     }
     slots = schedule.schedule(pending, list(cell_ids), order, spec.order_seed)
     for st in states.values():
-        st.result.data["order"] = {"order": order, "order_seed": spec.order_seed}
+        planned = {"order": order, "order_seed": spec.order_seed}
+        st.data = dataclasses.replace(st.data, extra={**st.data.extra, "order": planned})
     _write_schedule(run_dir, order, spec.order_seed, slots)
     model = _model(bench, spec_dir)
     try:
@@ -99,7 +100,7 @@ def run_bench_phase(
         for st in states.values():
             if st.result.status is Status.INTERRUPTED:
                 st.result.message = "interrupted; re-run to resume from the launches done"
-                st.cell_dir.write(st.result)
+                st.save()
         raise
     for cid, st in states.items():
         final[cid] = finish(st, bench)
@@ -133,14 +134,14 @@ def _prepare(
         return result
     previous = cell_dir.read("bench")
     if previous is not None and previous.inputs_hash == inputs:
-        done = [ln for ln in previous.data.get("launches", []) if ln.get("status") == "ok"]
+        data = BenchData.from_dict(previous.data)
+        done = [ln for ln in data.launches if ln.status == "ok"]
         if previous.status is Status.FAILED and previous.complete:
             return previous
         if previous.status is Status.OK and len(done) >= bench.launches:
             return previous
         state = _state(spec, cid, cell_dir, inputs, environment)
-        state.launches = [LaunchRecord.from_dict(ln) for ln in done]
-        state.result.data = dict(previous.data, launches=done)
+        state.launches, state.data = done, data
         state.result.started = previous.started or state.result.started
         return state
     return _state(spec, cid, cell_dir, inputs, environment)
