@@ -1,4 +1,8 @@
-"""The `venv` backend: one uv virtual environment per cell, keyed by content hash.
+"""The `venv` backend: one uv virtual environment per environment, keyed by the content
+hash (what the cell installs, not its server arguments or variables): cells that differ
+only in how the server runs share it, and so share its JIT caches (envs/jitcache.py: on
+the H200 each of three attention cells of one environment compiled flashinfer's
+kernels in its own venv's warm-up, 81-191 s, where one compile would do).
 
 Steps: `uv venv` with the machine's interpreter, `uv pip compile` of the pins with
 the cell's indexes into a lock (with index annotations: where each distribution
@@ -41,8 +45,10 @@ MARKER = "stackmatrix-env.json"
 STEP_TIMEOUT_S = 3600.0
 
 
-def env_dir_for(cell: Cell, work_dir: Path, content_hash: str) -> Path:
-    return work_dir / "envs" / f"{cell.id}-{content_hash[:12]}"
+def env_dir_for(work_dir: Path, content_hash: str) -> Path:
+    """One directory per environment; a lock beside it lets one cell build it while
+    another cell of the same environment waits, then verifies and reuses it."""
+    return work_dir / "envs" / f"venv-{content_hash[:12]}"
 
 
 def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
@@ -50,7 +56,7 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
     uv = _uv.uv_binary()
     if uv is None:
         return _failed("tool_missing", "uv is not on PATH; install it with `pip install uv`")
-    env_dir = env_dir_for(cell, work_dir, content_hash)
+    env_dir = env_dir_for(work_dir, content_hash)
     with _locked(env_dir.with_suffix(".lock")):
         reused = _try_reuse(cell, env_dir, content_hash, log_path)
         if reused is not None:

@@ -38,7 +38,7 @@ def test_credentials_reach_uv_but_no_kept_file(tmp_path: Path, index: str, where
                          content_hash="c" * 64)  # fmt: skip
     assert outcome.status.value == "ok", outcome.message + log.read_text()
     assert "credpkg" in {e.name for e in outcome.lock}
-    env_dir = venv.env_dir_for(cell, work, "c" * 64)
+    env_dir = venv.env_dir_for(work, "c" * 64)
     # what uv read is still there for the user, with the password hidden
     assert "credpkg" in (env_dir / "requirements.in").read_text()
     assert "credpkg" in (env_dir / "lock.txt").read_text()

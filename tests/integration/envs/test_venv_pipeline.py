@@ -29,6 +29,12 @@ id = "plain"
 pins = ["six==1.16.0", "packaging==24.1"]
 
 [[cell]]
+id = "plain-run"   # the same environment, run differently
+pins = ["packaging==24.1", "six==1.16.0"]
+env = { PLAIN_RUN = "1" }
+server_args = ["--flag"]
+
+[[cell]]
 id = "offline"
 pins = ["six==1.16.0"]
 extra_index_urls = ["https://download.pytorch.org/whl/cu128"]
@@ -88,6 +94,20 @@ def test_cells_are_built_with_a_lock(first_run: tuple[Path, Path, Path]) -> None
     assert out.stdout.strip() == "1.16.0"
     assert "uv" in (run / "cells/plain/build.log").read_text()
     assert plain["data"]["timings"]["resolve"] >= 0
+
+
+def test_cells_of_one_environment_share_its_venv(first_run: tuple[Path, Path, Path]) -> None:
+    """Cells that differ only in how the server runs (variables, arguments) install the
+    same thing: one venv, built once (the other cell waits on its lock and reuses it),
+    so its JIT caches are compiled once too."""
+    _, work, run = first_run
+    plain, other = (read(run / f"cells/{c}/build.json") for c in ("plain", "plain-run"))
+    assert plain["status"] == other["status"] == "ok"
+    envs = [r["data"]["environment"] for r in (plain, other)]
+    assert envs[0]["prefix"] == envs[1]["prefix"] and envs[0]["python"] == envs[1]["python"]
+    assert Path(envs[0]["prefix"]).parent == work / "envs"
+    assert sorted([plain["data"]["reused"], other["data"]["reused"]]) == [False, True]
+    assert envs[1]["env"] == {"PLAIN_RUN": "1"} and envs[0]["env"] == {}
 
 
 def test_resolver_drift_is_a_finding(first_run: tuple[Path, Path, Path]) -> None:
@@ -155,7 +175,7 @@ def test_plan_and_validate_cli(first_run: tuple[Path, Path, Path]) -> None:
     table = stackmatrix("plan", "spec.toml", cwd=root, work=work).stdout
     assert "nvml" in table and "(baseline)" in table and "pins +six==1.16.0" in table
     data = json.loads(stackmatrix("plan", "spec.toml", "--json", cwd=root, work=work).stdout)
-    assert [c["id"] for c in data["cells"]] == ["nvml", "plain", "offline", "nosuch"]
+    assert [c["id"] for c in data["cells"]] == ["nvml", "plain", "plain-run", "offline", "nosuch"]
     (root / "bad.toml").write_text('name = "x"\n[[cell]]\nid = "a"\npins = ["six=="]\nbogus = 1\n')
     bad = stackmatrix("validate", "bad.toml", cwd=root, work=work, check=False)
     assert bad.returncode == 2
