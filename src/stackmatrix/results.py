@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import os
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +155,56 @@ class CellDir:
         with self.log_path(phase).open("a", encoding="utf-8") as fh:
             fh.write("".join(traceback.format_exception(exc)))
         return f"{type(exc).__name__}: {exc} (traceback in {phase}.log)"
+
+
+@dataclass
+class PhaseRun:
+    """One cell's phase while it runs, and the one place where what happens to it becomes
+    its recorded status, the same for build, check and bench: `begin` writes it as
+    interrupted (a SIGKILL leaves that), `crash` makes a crash of our own `failed`
+    (`internal_error`, traceback in the phase's log), `interrupt` makes Ctrl-C
+    `interrupted` (resumable), `end` stamps it finished. Build and check run one body per
+    cell (pipeline.runner.run_phase); the bench's cells interleave their launches, so
+    each keeps its PhaseRun for the whole phase (bench._cell.CellState)."""
+
+    cell_dir: CellDir
+    result: PhaseResult
+    t0: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def begin(
+        cls, cell_dir: CellDir, phase: str, inputs_hash: str, message: str = "in progress"
+    ) -> PhaseRun:
+        result = PhaseResult(
+            phase=phase,
+            cell=cell_dir.cell,
+            status=Status.INTERRUPTED,
+            inputs_hash=inputs_hash,
+            started=now_iso(),
+            message=message,
+        )
+        return cls(cell_dir=cell_dir, result=result)
+
+    def save(self) -> None:
+        self.result.duration_s = time.monotonic() - self.t0
+        self.cell_dir.write(self.result)
+
+    def crash(self, exc: BaseException, what: str = "") -> PhaseResult:
+        why = self.cell_dir.crashed(self.result.phase, exc)
+        self.result.status, self.result.code = Status.FAILED, INTERNAL_ERROR
+        self.result.message = f"{what}: {why}" if what else why
+        return self.end()
+
+    def interrupt(self, message: str = "interrupted; re-run with --resume") -> PhaseResult:
+        self.result.status, self.result.code = Status.INTERRUPTED, "interrupted"
+        self.result.message = message
+        self.save()
+        return self.result
+
+    def end(self) -> PhaseResult:
+        self.result.finished = now_iso()
+        self.save()
+        return self.result
 
 
 @dataclass(frozen=True)

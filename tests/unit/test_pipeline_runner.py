@@ -14,7 +14,7 @@ from stackmatrix.pipeline import RunOptions, select_cells, write_run_files
 from stackmatrix.pipeline.rundir import mark_finished
 from stackmatrix.pipeline.runner import reusable, run_phase
 from stackmatrix.records import RunRecord
-from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status
+from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, PhaseRun, RunDir, Status
 from stackmatrix.spec import load_spec
 
 SPEC = 'name = "s"\nbaseline = "a"\n\n[[cell]]\nid = "a"\nbackend = "current"\n'
@@ -109,3 +109,25 @@ def test_run_json_keeps_created_run_id_and_cells_across_invocations(tmp_path: Pa
     raw = json.loads(run.run_json.read_text())
     assert raw["schema_version"] == 1 and raw["finished"] and raw["created"] == "t0"
     assert list(raw)[:3] == ["schema_version", "spec_name", "spec_path"]
+
+
+def test_one_phase_run_records_every_outcome(tmp_path: Path) -> None:
+    """results.PhaseRun, which build, check (run_phase) and the bench (per cell) share:
+    interrupted on disk from the start, a crash failed with its traceback in the
+    phase's log, Ctrl-C interrupted with code and advice, an end stamped."""
+    cell = _cell(tmp_path)
+    run = PhaseRun.begin(cell, "bench", "h1")
+    run.save()
+    on_disk = cell.read("bench")
+    assert on_disk is not None and on_disk.status is Status.INTERRUPTED and on_disk.started
+    try:
+        raise OSError(28, "No space left on device")
+    except OSError as exc:
+        crashed = run.crash(exc, "launch 2")
+    assert (crashed.status, crashed.code) == (Status.FAILED, INTERNAL_ERROR)
+    assert crashed.message.startswith("launch 2: OSError: [Errno 28] No space left on device")
+    assert "Traceback" in cell.log_path("bench").read_text() and crashed.finished
+    stopped = PhaseRun.begin(cell, "check", "h1").interrupt()
+    assert (stopped.status, stopped.code) == (Status.INTERRUPTED, "interrupted")
+    read = cell.read("check")
+    assert read is not None and (read.status, read.code) == (stopped.status, stopped.code)

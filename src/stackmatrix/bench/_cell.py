@@ -3,7 +3,6 @@ a crash as its status, and what it says when it ends (summaries and findings).""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,7 +13,7 @@ from stackmatrix.bench.engines import EffectiveConfig, Engine
 from stackmatrix.envs.base import Environment
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.records import BenchData, LaunchRecord, PointInfo, RoundRecord
-from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, Status, now_iso
+from stackmatrix.results import CellDir, PhaseResult, PhaseRun, Status, now_iso
 from stackmatrix.spec_model import Bench
 
 
@@ -25,24 +24,40 @@ class CellState:
 
     cell_id: str
     cell_dir: CellDir
-    result: PhaseResult
+    run: PhaseRun  # its status, and where a crash or Ctrl-C becomes one (results.py)
     environment: Environment | None
     server_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     data: BenchData = field(default_factory=BenchData)
     launches: list[LaunchRecord] = field(default_factory=list)
     version: str | None = None
-    started_monotonic: float = field(default_factory=time.monotonic)
+
+    @property
+    def result(self) -> PhaseResult:
+        return self.run.result
 
     @property
     def failed(self) -> bool:
         return self.result.status is Status.FAILED
 
+    def _sync(self) -> None:
+        self.result.data = replace(self.data, launches=tuple(self.launches)).to_dict()
+
     def save(self) -> None:
         """bench.json as the cell stands now (after every launch: a crash or Ctrl-C
         keeps what was measured)."""
-        self.result.data = replace(self.data, launches=tuple(self.launches)).to_dict()
-        self.cell_dir.write(self.result)
+        self._sync()
+        self.run.save()
+
+    def crash(self, exc: Exception, what: str) -> None:
+        """A crash of ours in `what` (a launch, a warm-up launch) fails this cell only;
+        its completed launches stay."""
+        self._sync()
+        self.run.crash(exc, what)
+
+    def interrupt(self) -> None:
+        self._sync()
+        self.run.interrupt("interrupted; re-run to resume from the launches done")
 
 
 def round_summary(rounds: Sequence[RoundRecord]) -> dict[str, float]:
@@ -80,16 +95,6 @@ def record_launch(
         st.result.message = f"launch {launch.index}: {launch.message or ''}"
         st.result.finished = now_iso()
     st.data = _summarize(st.data, st.launches, bench)
-    st.result.duration_s = time.monotonic() - st.started_monotonic
-    st.save()
-
-
-def crashed(st: CellState, exc: Exception, what: str) -> None:
-    st.result.status = Status.FAILED
-    st.result.code = INTERNAL_ERROR
-    st.result.message = f"{what}: {st.cell_dir.crashed('bench', exc)}"
-    st.result.finished = now_iso()
-    st.result.duration_s = time.monotonic() - st.started_monotonic
     st.save()
 
 
@@ -117,7 +122,6 @@ def finish(st: CellState, bench: Bench) -> PhaseResult:
             ),
         ]
     st.data = _summarize(st.data, st.launches, bench)
-    result.duration_s = time.monotonic() - st.started_monotonic
     st.save()
     return result
 

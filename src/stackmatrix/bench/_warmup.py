@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
 from stackmatrix.bench import workload
-from stackmatrix.bench._cell import CellState, crashed
+from stackmatrix.bench._cell import CellState
 from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench.engines import Engine
 from stackmatrix.spec_model import Bench
@@ -45,7 +45,7 @@ def warm_up(
             try:
                 run = run_launch(one_round, engine, st, f"W{w}", 0, model, wl, points)
             except Exception as exc:  # as for a measured launch
-                crashed(st, exc, f"warm-up launch {w}")
+                st.crash(exc, f"warm-up launch {w}")
                 say(cid, f"bench failed: {st.result.message}")
                 continue
             launch = run.record(measured=False)

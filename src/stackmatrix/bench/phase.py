@@ -24,13 +24,13 @@ from typing import Any
 
 from stackmatrix import _atomic, layout
 from stackmatrix.bench import envfacts, leftovers, schedule, workload
-from stackmatrix.bench._cell import CellState, crashed, finish, record_launch
+from stackmatrix.bench._cell import CellState, finish, record_launch
 from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.envs.base import Environment
 from stackmatrix.records import BenchData, check_verdict
-from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
+from stackmatrix.results import CellDir, PhaseResult, PhaseRun, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, Spec
 
 log = logging.getLogger(__name__)
@@ -94,13 +94,12 @@ def run_bench_phase(
                 launch = run.record(measured=True)
                 record_launch(st, launch, run.config, bench=bench, engine=engine, wl_hash=wl_hash)
             except Exception as exc:  # a crash of ours fails this cell, not the run
-                crashed(st, exc, f"launch {k}")
+                st.crash(exc, f"launch {k}")
                 say(cid, f"bench failed: {st.result.message}")
     except BaseException:
         for st in states.values():
             if st.result.status is Status.INTERRUPTED:
-                st.result.message = "interrupted; re-run to resume from the launches done"
-                st.save()
+                st.interrupt()
         raise
     for cid, st in states.items():
         final[cid] = finish(st, bench)
@@ -128,10 +127,9 @@ def _prepare(
     skip = _skip_reason(spec, bench, engine, cell_dir, cid, environment, force)
     if skip is not None:
         code, message = skip
-        result = _new_result(cid, inputs, Status.SKIPPED, code=code, message=message)
-        result.finished = now_iso()
-        cell_dir.write(result)
-        return result
+        run = PhaseRun.begin(cell_dir, "bench", inputs)
+        run.result.status, run.result.code, run.result.message = Status.SKIPPED, code, message
+        return run.end()
     previous = cell_dir.read("bench")
     if previous is not None and previous.inputs_hash == inputs:
         data = BenchData.from_dict(previous.data)
@@ -150,29 +148,14 @@ def _prepare(
 def _state(
     spec: Spec, cid: str, cell_dir: CellDir, inputs: str, environment: Environment | None
 ) -> CellState:
-    result = _new_result(cid, inputs, Status.INTERRUPTED, message="not finished")
     cell = spec.cell(cid)
     return CellState(
         cell_id=cid,
         cell_dir=cell_dir,
-        result=result,
+        run=PhaseRun.begin(cell_dir, "bench", inputs, message="not finished"),
         environment=environment,
         server_args=cell.server_args,
         env=dict(cell.env),
-    )
-
-
-def _new_result(
-    cid: str, inputs: str, status: Status, *, code: str | None = None, message: str = ""
-) -> PhaseResult:
-    return PhaseResult(
-        phase="bench",
-        cell=cid,
-        status=status,
-        inputs_hash=inputs,
-        code=code,
-        message=message,
-        started=now_iso(),
     )
 
 
@@ -231,11 +214,7 @@ def inputs_hash(
 
 
 def _crashed_before(cell_dir: CellDir, exc: Exception) -> PhaseResult:
-    result = _new_result(cell_dir.cell, "", Status.FAILED, code=INTERNAL_ERROR,
-                         message=cell_dir.crashed("bench", exc))  # fmt: skip
-    result.finished = now_iso()
-    cell_dir.write(result)
-    return result
+    return PhaseRun.begin(cell_dir, "bench", "").crash(exc)
 
 
 def _model(bench: Bench, spec_dir: Path | None) -> str:

@@ -5,7 +5,6 @@ one boundary where a crash of build or check becomes a status."""
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from stackmatrix import _proc
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, Status, now_iso
+from stackmatrix.results import CellDir, PhaseResult, PhaseRun
 
 
 def reusable(cell_dir: CellDir, phase: str, inputs_hash: str | None = None) -> PhaseResult | None:
@@ -31,46 +30,19 @@ def run_phase(
     cell_dir: CellDir, phase: str, inputs_hash: str, body: Callable[[], PhaseResult]
 ) -> PhaseResult:
     """Mark the phase interrupted, run it, and record what happened, crash or not."""
-    started = now_iso()
-    t0 = time.monotonic()
-    cell_dir.write(
-        PhaseResult(
-            phase=phase,
-            cell=cell_dir.cell,
-            status=Status.INTERRUPTED,
-            inputs_hash=inputs_hash,
-            started=started,
-            message="in progress",
-        )
-    )
+    run = PhaseRun.begin(cell_dir, phase, inputs_hash)
+    run.save()
     try:
-        result = body()
+        outcome = body()
     except Exception as exc:  # a phase's crash becomes a status (bench: per launch)
-        result = PhaseResult(
-            phase=phase,
-            cell=cell_dir.cell,
-            status=Status.FAILED,
-            inputs_hash=inputs_hash,
-            code=INTERNAL_ERROR,
-            message=cell_dir.crashed(phase, exc),
-        )
+        run.crash(exc)
+        return run.interrupt() if _proc.interrupted() else run.result
     if _proc.interrupted():
         # its child was stopped by Ctrl-C: whatever it returned is not a real outcome
-        result = PhaseResult(
-            phase=phase,
-            cell=cell_dir.cell,
-            status=Status.INTERRUPTED,
-            inputs_hash=inputs_hash,
-            code="interrupted",
-            message="interrupted; re-run with --resume",
-        )
-        cell_dir.write(result)
-        return result
-    result.started = started
-    result.finished = now_iso()
-    result.duration_s = time.monotonic() - t0
-    cell_dir.write(result)
-    return result
+        return run.interrupt()
+    outcome.started = run.result.started
+    run.result = outcome
+    return run.end()
 
 
 def in_parallel(

@@ -79,7 +79,9 @@ def test_a_stop_signal_mid_bench_stops_the_server_and_resume_completes(tmp_path,
     assert proc.returncode == 128 + sig, out
     assert not _alive(pgid), "the server outlived stackmatrix"
     bench = json.loads((run / "cells" / "a" / "bench.json").read_text())
-    assert bench["status"] == "interrupted"
+    # as build's and check's (results.PhaseRun): the same status, code and advice
+    assert (bench["status"], bench["code"]) == ("interrupted", "interrupted")
+    assert "re-run" in bench["message"]
     assert not (run / "cells" / "a" / "server-L1.live.json").exists()
     _resume(run)
 

@@ -9,7 +9,7 @@ from typing import Any
 from stackmatrix.bench import _cell, _launch
 from stackmatrix.bench.client import RoundOutcome
 from stackmatrix.records import LaunchRecord
-from stackmatrix.results import CellDir, PhaseResult, Status
+from stackmatrix.results import CellDir, PhaseRun
 
 
 def _state(tmp_path: Path, rounds: list[tuple[float, float]], point: bool = False) -> Any:
@@ -18,8 +18,9 @@ def _state(tmp_path: Path, rounds: list[tuple[float, float]], point: bool = Fals
     launch: dict[str, Any] = {"status": "ok", "rounds": [] if point else recs}
     if point:
         launch["points"] = {"c32": {"rounds": recs}}
-    result = PhaseResult(phase="bench", cell="a", status=Status.OK, inputs_hash="h")
-    return _cell.CellState(cell_id="a", cell_dir=CellDir(tmp_path, "a"), result=result,
+    cell_dir = CellDir(tmp_path, "a")
+    run = PhaseRun.begin(cell_dir, "bench", "h")
+    return _cell.CellState(cell_id="a", cell_dir=cell_dir, run=run,
                            environment=None, launches=[LaunchRecord.from_dict(launch)])  # fmt: skip
 
 
