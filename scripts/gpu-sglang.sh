@@ -18,12 +18,16 @@
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
 # interrupted run resumes with `start`, in a later session too when the results
 # directory is carried as .kit/runs/<name>/.
-# With reports/examples/ the tree is ~41 MB, so a whole kit (~50 MB) does not fit one
-# call: make the kit in two parts (KIT_PART_LIMIT_MIB=30 ../shared/gpu-kit/make-sglang-kit.sh
-# .kit/k0514: 30 + 20 MB), carry part 1 to a `stage` call with reports/examples/ moved
-# out of the checkout (the tree without it is ~2 MB), put it back, and carry the rest to
-# the next call, which `explain` needs the examples for (the machine must still be held:
-# call again within its idle release, 30 s).
+# With reports/examples/ the tree is ~50 MB, so a whole kit (~50 MB) does not fit one
+# call beside it; without it the tree is ~2 MB. Every mode works without
+# reports/examples/ when what it reads is carried in .kit/: move reports/examples/ out
+# of the checkout for the calls, and carry both kit parts, the kit's MANIFEST.txt,
+# make-tiny-kimi.py and (for `explain`, or to resume a run of an earlier session)
+# .kit/runs/<name>/ in the first call (~55 MB). Later `wait` calls carry nothing (the
+# machine must still be held: call again within its idle release, 30 s). The older
+# two-call way still works: a kit made in two parts (KIT_PART_LIMIT_MIB=30
+# ../shared/gpu-kit/make-sglang-kit.sh .kit/k0514: 30 + 20 MB), part 1 to a `stage`
+# call, the rest to the next.
 set -euo pipefail
 out=${OUT:?set OUT}
 mode=${1:?usage: gpu-sglang.sh stage|prepare|start|wait|explain [SPEC]}
