@@ -73,14 +73,12 @@ def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
         code=outcome.code,
         message=outcome.message,
         findings=list(outcome.findings),
-        data={
-            "environment": _public_environment(outcome.environment),
-            "lock": [e.to_dict() for e in outcome.lock],
-            "lock_digest": lock_digest(outcome.lock) if outcome.lock else None,
-            "reused": outcome.reused,
-            "content_hash": pc.content_hash,
-            **outcome.data,
-        },
+        data=BuildData(
+            environment=_public_environment(outcome.environment),
+            lock=tuple(e.to_dict() for e in outcome.lock),
+            lock_digest=lock_digest(outcome.lock) if outcome.lock else None,
+            extra={"reused": outcome.reused, "content_hash": pc.content_hash, **outcome.data},
+        ).to_dict(),
     )
 
 
@@ -184,7 +182,7 @@ def _check_one(
         status=Status.OK,
         message=f"verdict: {outcome.verdict}",
         findings=list(outcome.findings),
-        data=dict(outcome.data),
+        data=CheckData.from_dict(outcome.data).to_dict(),
     )
 
 
