@@ -14,7 +14,7 @@ from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.phases import environments
 from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, RunDir, Status, now_iso
+from stackmatrix.results import INTERNAL_ERROR, PhaseResult, PhaseRun, RunDir, Status, now_iso
 from stackmatrix.spec_model import Spec
 
 
@@ -54,26 +54,26 @@ def _phase_crashed(
 ) -> dict[str, PhaseResult]:
     """A crash outside any one cell's launches (a workload file that cannot be read, a
     full disk writing the schedule) becomes the status of every cell whose bench did
-    not finish, as build's and check's crashes do (runner.run_phase); finished cells
-    keep theirs. Bad input says what is wrong; a crash of ours points at bench.log."""
+    not finish, through the same `PhaseRun.crash` as build's and check's crashes (the
+    traceback in each one's bench.log); finished cells keep theirs. Bad input says
+    what is wrong instead."""
     done = {cid: old for cid in ids if (old := reusable(run.cell(cid), "bench")) is not None}
     unfinished = [cid for cid in ids if cid not in done]
     if isinstance(exc, StackmatrixError):
-        code, message = "bench_failed", exc.message
-    else:  # the same words for each cell, the traceback in each one's bench.log
-        code = INTERNAL_ERROR
-        messages = [_crash_message(run.cell(cid), exc) for cid in unfinished]
-        message = messages[0] if messages else ""
-    for cid in unfinished:
-        progress("bench", cid, f"bench failed: {message}")
-    return {**done, **_mark_all(run, unfinished, "bench", Status.FAILED, code, message)}
+        failed = _mark_all(run, unfinished, "bench", Status.FAILED, "bench_failed", exc.message)
+    else:
+        failed = {cid: _crash(run, cid, exc) for cid in unfinished}
+    for cid, result in failed.items():
+        progress("bench", cid, f"bench failed: {result.message}")
+    return {**done, **failed}
 
 
-def _crash_message(cell_dir: CellDir, exc: Exception) -> str:
+def _crash(run: RunDir, cid: str, exc: Exception) -> PhaseResult:
     try:
-        return cell_dir.crashed("bench", exc)
+        return PhaseRun.begin(run.cell(cid), "bench", "").crash(exc)
     except OSError:  # the log cannot be written either (the disk that caused it)
-        return f"{type(exc).__name__}: {exc}"
+        message = f"{type(exc).__name__}: {exc}"
+        return _mark_all(run, [cid], "bench", Status.FAILED, INTERNAL_ERROR, message)[cid]
 
 
 TINY_MODEL_PREFIX = "stackmatrix:tiny-llama"
