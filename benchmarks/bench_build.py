@@ -61,7 +61,7 @@ def stackmatrix_build(
                   "--work-dir", str(work)], env=cache_env(cache))  # fmt: skip
     build = json.loads((out / "cells" / "a" / "build.json").read_text())
     timings = dict(build["data"].get("timings") or {})
-    lock = next((work / "envs").glob("a-*/lock.txt"))
+    lock = Path(build["data"]["env_dir"]) / "lock.txt"  # the cell's venv (one per environment)
     return wall, timings, lock
 
 
