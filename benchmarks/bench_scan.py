@@ -25,7 +25,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from stackmatrix.compat.scan import scan_extension
+from stackmatrix.check.scan import scan_extension
 
 CACHE = Path.home() / ".cache" / "stackmatrix" / "wheels"
 WHEEL = "sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl"

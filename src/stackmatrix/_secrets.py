@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-# Kept in step with compat/_probe_script.py, which runs inside a cell's interpreter
+# Kept in step with check/_probe_script.py, which runs inside a cell's interpreter
 # and cannot import this module (a unit test compares the two).
 CREDENTIAL_NAME_PATTERN = (
     r"(?:^|[_\-.])(?:secret|passw(?:or)?d|api[_\-]?key|access[_\-]?key|private[_\-]?key|"

@@ -334,9 +334,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from stackmatrix.compat.coverage import parse_target
-    from stackmatrix.compat.inspection import inspect_path
-    from stackmatrix.compat.render import render_text
+    from stackmatrix.check.coverage import parse_target
+    from stackmatrix.check.inspection import inspect_path
+    from stackmatrix.check.render import render_text
 
     if not args.path.exists():
         raise UsageError(f"{args.path}: no such file or directory")
@@ -370,7 +370,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from stackmatrix.compat.probe import probe_main
+    from stackmatrix.check.probe import probe_main
 
     return probe_main(list(args.rest))
 

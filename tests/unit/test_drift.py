@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from stackmatrix.envs.base import LockEntry
-from stackmatrix.envs.lock import parse_compiled
-from stackmatrix.envs.resolver_drift import detect_drift
+from stackmatrix.build.base import LockEntry
+from stackmatrix.build.lock import parse_compiled
+from stackmatrix.build.resolver_drift import detect_drift
 from stackmatrix.spec_model import Cell
 
 COMPILED = """\

@@ -76,7 +76,7 @@ def test_credential_shaped_values_are_hidden_under_any_name() -> None:
 
 
 def test_probe_script_uses_the_same_secret_words() -> None:
-    from stackmatrix.compat import _probe_script
+    from stackmatrix.check import _probe_script
 
     assert _probe_script.CREDENTIAL_NAME_PATTERN == CREDENTIAL_NAME_PATTERN
 

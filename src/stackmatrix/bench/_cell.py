@@ -10,7 +10,7 @@ from typing import Any
 from stackmatrix._secrets import redact
 from stackmatrix.bench import metrics
 from stackmatrix.bench.engines import EffectiveConfig, Engine
-from stackmatrix.envs.base import Environment
+from stackmatrix.build.base import Environment
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.records import BenchData, LaunchRecord, PointInfo, RoundRecord
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, Status, now_iso

@@ -116,7 +116,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _cleanup(backend: str, handle: str) -> None:
-    from stackmatrix.envs.backends import get_backend
+    from stackmatrix.build.backends import get_backend
 
     try:
         found = get_backend(backend)

@@ -28,7 +28,7 @@ from stackmatrix.bench._cell import CellState, finish, record_launch
 from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
-from stackmatrix.envs.base import Environment
+from stackmatrix.build.base import Environment
 from stackmatrix.records import BenchData, check_verdict
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, Spec

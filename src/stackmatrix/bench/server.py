@@ -24,8 +24,8 @@ from stackmatrix import _proc
 from stackmatrix._secrets import redact_files, secret_values
 from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
-from stackmatrix.envs.backends import Backend, get_backend
-from stackmatrix.envs.base import Environment
+from stackmatrix.build.backends import Backend, get_backend
+from stackmatrix.build.base import Environment
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from stackmatrix.compat import _data
+from stackmatrix.check import _data
 from stackmatrix.report.config_drift import Difference
 
 # engines whose flags are their argument names with dashes (`attention_backend` ->

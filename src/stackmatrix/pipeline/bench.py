@@ -7,8 +7,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from stackmatrix.envs.backends import get_backend
-from stackmatrix.envs.base import Environment
+from stackmatrix.build.backends import get_backend
+from stackmatrix.build.base import Environment
 from stackmatrix.errors import StackmatrixError
 from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.phases import environments

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from stackmatrix import __version__
 from stackmatrix._secrets import REDACTED, redact
-from stackmatrix.envs.backends import get_backend
-from stackmatrix.envs.base import BuildOutcome, Environment
-from stackmatrix.envs.lock import lock_digest
+from stackmatrix.build.backends import get_backend
+from stackmatrix.build.base import BuildOutcome, Environment
+from stackmatrix.build.lock import lock_digest
 from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.rundir import history_db
 from stackmatrix.pipeline.runner import bind, describe, digest, in_parallel, reusable, run_phase
@@ -22,7 +22,7 @@ from stackmatrix.results import CellDir, PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Spec
 
 if TYPE_CHECKING:
-    from stackmatrix.compat.scancache import ScanCache
+    from stackmatrix.check.scancache import ScanCache
 
 
 def build_phase(
@@ -112,7 +112,7 @@ def check_phase(
 ) -> dict[str, PhaseResult]:
     """Cells are checked in parallel, like builds (`--jobs`): the runtime probe is a child
     process, and the static scan of an unchanged environment comes from the work dir's
-    cache (compat/scancache.py)."""
+    cache (check/scancache.py)."""
     envs = environments(run, [pc.cell.id for pc in planned], opts.spec)
 
     def one(pc: PlannedCell) -> PhaseResult:
@@ -133,7 +133,7 @@ def _check_cell(
         progress("check", pc.cell.id, "unchanged since the last check (resumed)")
         return old
     progress("check", pc.cell.id, "checking")
-    from stackmatrix.compat.scancache import ScanCache
+    from stackmatrix.check.scancache import ScanCache
 
     cache = ScanCache.in_work_dir(opts.work_dir, identity=(pc.content_hash, lock))
     body = bind(_check_one, pc, env, opts.spec, cell_dir, inputs, cache)
@@ -164,7 +164,7 @@ def _check_one(
             code="not_built",
             message="no environment to check: the build phase did not succeed",
         )
-    from stackmatrix.compat.phase import check_environment
+    from stackmatrix.check.phase import check_environment
 
     outcome = check_environment(
         env,

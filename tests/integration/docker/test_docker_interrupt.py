@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tests.support.ctrl_c import INTERRUPTED_EXIT, ctrl_c_during_stream, pids_running
 
-from stackmatrix.envs import _docker_cli
+from stackmatrix.build import _docker_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

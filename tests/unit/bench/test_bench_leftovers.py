@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.bench import leftovers
-from stackmatrix.envs.backends import DockerBackend
+from stackmatrix.build.backends import DockerBackend
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stackmatrix.envs import _docker_cli
+from stackmatrix.build import _docker_cli
 
 BASE = "stackmatrix-local/nvidia/cuda:13.0.1-pypi-devel-bookworm"
 

@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from stackmatrix.envs import _docker_context
+from stackmatrix.build import _docker_context
 from stackmatrix.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[3]

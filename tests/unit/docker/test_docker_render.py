@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.envs import _docker_cli, _docker_context, docker
-from stackmatrix.envs._docker_context import ContextError
-from stackmatrix.envs.base import Environment
+from stackmatrix.build import _docker_cli, _docker_context, docker
+from stackmatrix.build._docker_context import ContextError
+from stackmatrix.build.base import Environment
 from stackmatrix.results import Status
 from stackmatrix.spec import load_spec
 from stackmatrix.spec_model import Cell
@@ -209,7 +209,7 @@ def test_missing_client_is_docker_unavailable(
 
 
 def test_install_script_index_args() -> None:
-    from stackmatrix.envs import _docker_install
+    from stackmatrix.build import _docker_install
 
     plan = {
         "index_url": "https://i/simple",

@@ -1,0 +1,149 @@
+"""The backend interface and its one registry (issue 14, step 3).
+
+A backend makes a cell's environment exist and says how to run things in it: `build`
+(the environment, its lock, its findings), the command that runs the environment's
+Python for a job on this host (`python_command`), the command that runs an engine's
+server in it (`server_command`) and the cleanup that command needs (`cleanup`). The
+pipeline, the bench and the leftover reaper ask `get_backend(name)`; none of them
+branches on a backend's name. A new backend is a class here and a name in
+spec_model.BACKENDS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from stackmatrix.build.base import BuildOutcome, Environment
+from stackmatrix.spec_model import Cell
+
+# the engine's argv for a given interpreter prefix (Engine.launch_argv, bound to the
+# model, host, port and arguments)
+LaunchArgv = Callable[[Sequence[str]], list[str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerCommand:
+    argv: list[str]
+    # what `cleanup` removes once the server's process group is stopped (a container's
+    # name), recorded in the launch's leftover record; None when there is nothing
+    handle: str | None = None
+    # environment variables the server needs besides the environment's own, which win
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    name: ClassVar[str]
+    # its interpreter runs on this host (a job on host files needs no mounts)
+    on_host: ClassVar[bool]
+
+    def build(self, cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
+              content_hash: str) -> BuildOutcome: ...  # fmt: skip
+
+    def python_command(self, env: Environment, *, writable: Sequence[Path] = ()) -> list[str]:
+        """Runs the environment's Python for a job that may write in `writable`."""
+        ...
+
+    def server_command(
+        self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
+    ) -> ServerCommand: ...
+
+    def cleanup(self, handle: str) -> None:
+        """Whatever `server_command` left besides the process group; never raises."""
+        ...
+
+
+class _Backend:
+    name: ClassVar[str]
+
+    def build(self, cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
+              content_hash: str) -> BuildOutcome:  # fmt: skip
+        """The module stackmatrix.build.<name>'s `build` (imported when a cell needs it)."""
+        module = importlib.import_module(f"stackmatrix.build.{self.name}")
+        outcome: BuildOutcome = module.build(
+            cell, spec_dir=spec_dir, work_dir=work_dir, log_path=log_path,
+            content_hash=content_hash,
+        )  # fmt: skip
+        return outcome
+
+
+class _HostBackend(_Backend):
+    on_host: ClassVar[bool] = True
+
+    def python_command(self, env: Environment, *, writable: Sequence[Path] = ()) -> list[str]:
+        del writable  # a host interpreter writes where this process can
+        return list(env.python)
+
+    def server_command(
+        self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
+    ) -> ServerCommand:
+        del port, model, gpus  # the server runs on this host, as the user running us
+        return ServerCommand(argv=launch(env.python))
+
+    def cleanup(self, handle: str) -> None:
+        del handle  # nothing outlives the process group
+
+
+class VenvBackend(_HostBackend):
+    name: ClassVar[str] = "venv"
+
+    def server_command(
+        self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
+    ) -> ServerCommand:
+        from stackmatrix.build import jitcache
+
+        command = super().server_command(env, launch, port=port, model=model, gpus=gpus)
+        return dataclasses.replace(command, env=jitcache.venv_env(env))  # its own FlashInfer cache
+
+
+class CurrentBackend(_HostBackend):
+    name: ClassVar[str] = "current"
+
+
+class DockerBackend(_Backend):
+    """Cells as images; every command runs in a container (the docker module, imported
+    only when a docker cell needs it)."""
+
+    name: ClassVar[str] = "docker"
+    on_host: ClassVar[bool] = False
+
+    def python_command(self, env: Environment, *, writable: Sequence[Path] = ()) -> list[str]:
+        from stackmatrix.build import docker
+
+        return docker.python_command(env, writable=writable)
+
+    def server_command(
+        self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
+    ) -> ServerCommand:
+        from stackmatrix.build import docker, jitcache
+
+        name = f"stackmatrix-{uuid.uuid4().hex[:12]}"
+        # the container shares the host's network (container_command's default), and
+        # `python` inside it is the cell's interpreter; the model is mounted read-only
+        mounts = [(model, model)] if Path(model).is_absolute() else []
+        # the JIT caches of the image's servers outlive each launch's --rm container
+        volume = jitcache.cache_volume(env.image) if env.image else None
+        argv = docker.container_command(env, launch(("python",)), name=name, port=port,
+                                        mounts=mounts, gpus=gpus, cache_volume=volume)  # fmt: skip
+        return ServerCommand(argv=argv, handle=name)
+
+    def cleanup(self, handle: str) -> None:
+        from stackmatrix.build import docker
+
+        docker.remove_container(handle)  # only one carrying our owner label; never raises
+
+
+_ALL: tuple[Backend, ...] = (VenvBackend(), CurrentBackend(), DockerBackend())
+_REGISTRY: dict[str, Backend] = {b.name: b for b in _ALL}
+
+
+def get_backend(name: str) -> Backend:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"no backend {name!r}; the backends are {', '.join(_REGISTRY)}") from None

@@ -1,0 +1,169 @@
+"""`check_environment`: the check phase for one built environment.
+
+The static check of its import path (static.py, reused from the scan cache while
+its files are unchanged), then what only a real environment has: the driver its
+CUDA needs, known-bad version combinations, features, and the runtime probe.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from stackmatrix import _proc
+from stackmatrix.build.base import Environment
+from stackmatrix.check import _data, driver, libs, nvcc, probe, scancache
+from stackmatrix.check.features import feature_findings
+from stackmatrix.check.importpath import import_path
+from stackmatrix.check.inventory import Inventory, read_inventory
+from stackmatrix.check.scancache import ScanCache, StaticScan
+from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
+from stackmatrix.findings import Finding, Severity
+
+
+def check_environment(
+    environment: Environment,
+    *,
+    cell_id: str | None,
+    targets: Sequence[str],
+    cuda: str | None,
+    declared_driver: str | None,
+    log_path: Path | None,
+    run_probe: bool = True,
+    scan_cache: ScanCache | None = None,
+) -> CheckOutcome:
+    """Check one environment; every problem is a finding, never an exception.
+
+    With `scan_cache`, the static scan of unchanged files is reused (scancache.py)."""
+    t0 = time.monotonic()
+    site = import_path(environment)
+    ctx = libs.search_context(environment.root, site, environment.env)
+    static, cached = _static_scan(
+        environment,
+        site,
+        ctx,
+        cell_id=cell_id,
+        targets=targets,
+        host_has_driver=driver.host_driver().version is not None,
+        cache=scan_cache,
+    )
+    inventory, findings, data = static.inventory, static.findings, static.data
+    drv, drv_findings = driver.driver_check(
+        cuda or _torch_cuda(inventory), declared_driver, cell_id
+    )
+    findings += drv_findings
+    findings += _known_bad(inventory, cell_id)
+    feature_found, data["features"] = feature_findings(
+        inventory, environment.env, cell_id, root=environment.root
+    )
+    findings += feature_found
+    data["nvcc"], nvcc_found = nvcc.check(
+        environment.root, site, environment.env, torch_cuda=_torch_cuda(inventory),
+        installed=[d.name for d in inventory.distributions], cell=cell_id,
+    )  # fmt: skip
+    findings += nvcc_found
+    data["driver"] = drv
+    data["import_path"] = [str(p) for p in site]
+    data["probe"] = None
+    data["timing"] = {"static_scan": cached, "outside_probe_s": time.monotonic() - t0}
+    if run_probe:
+        t1 = time.monotonic()
+        data["probe"], probe_findings = probe.probe_check(
+            environment.python, log_path, environment.env, cell_id
+        )
+        data["timing"]["probe_s"] = time.monotonic() - t1
+        findings += probe_findings
+    verdict = verdict_of(findings)
+    data["verdict"] = verdict
+    data["findings"] = [f.to_dict() for f in findings]
+    return CheckOutcome(verdict=verdict, findings=findings, data=data)
+
+
+def _static_scan(
+    environment: Environment,
+    site: Sequence[Path],
+    ctx: libs.SearchContext,
+    *,
+    cell_id: str | None,
+    targets: Sequence[str],
+    host_has_driver: bool,
+    cache: ScanCache | None,
+) -> tuple[StaticScan, Literal["hit", "miss", "off"]]:
+    """The inventory and the static findings, from the cache when the files are unchanged."""
+    key = None
+    if cache is not None and scancache.usable(cache):
+        key = scancache.scan_key(
+            cache,
+            environment=environment,
+            site=site,
+            ctx=ctx,
+            cell_id=cell_id,
+            targets=targets,
+            host_has_driver=host_has_driver,
+        )
+        hit = scancache.load(cache, key)
+        if hit is not None:
+            return hit, "hit"
+    inventory = read_inventory(site)
+    outcome = static_check(
+        site,
+        inventory,
+        ctx,
+        cell_id=cell_id,
+        targets=targets,
+        resolve=True,
+        host_has_driver=host_has_driver,
+    )
+    scan = StaticScan(inventory=inventory, findings=outcome.findings, data=outcome.data)
+    if cache is None or key is None:
+        return scan, "off"
+    if not _proc.interrupted():  # a scan cut short by Ctrl-C is not the environment's
+        scancache.store(cache, key, scan)
+    return scan, "miss"
+
+
+def _known_bad(inventory: Inventory, cell: str | None) -> list[Finding]:
+    out: list[Finding] = []
+    for rule in _data.load("known_bad.toml").get("bad", []):
+        if all(_installed_matches(inventory, name, spec) for name, spec in rule["when"].items()):
+            out.append(
+                Finding(
+                    code="SM-KNOWN-BAD",
+                    severity=Severity(rule.get("severity", "fail")),
+                    cell=cell,
+                    subject=rule["id"],
+                    message=" ".join(str(rule["message"]).split()),
+                    details={"when": dict(rule["when"])},
+                )
+            )
+    return out
+
+
+def _installed_matches(inventory: Inventory, name: str, spec: str) -> bool:
+    dist = inventory.get(name)
+    if dist is None:
+        return False
+    try:
+        return Version(dist.version) in SpecifierSet(spec, prereleases=True)
+    except (InvalidVersion, InvalidSpecifier):
+        return False
+
+
+def _torch_cuda(inventory: Inventory) -> str | None:
+    torch = inventory.get("torch")
+    if torch is None:
+        return None
+    version_py = torch.site_packages / "torch" / "version.py"
+    try:
+        m = re.search(
+            r"^cuda\s*(?::\s*\S+\s*)?=\s*['\"]([\d.]+)['\"]", version_py.read_text(), re.M
+        )
+    except OSError:
+        return None
+    return m.group(1) if m else None

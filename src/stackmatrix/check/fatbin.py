@@ -1,0 +1,183 @@
+"""CUDA fat binaries: the GPU code inside an ELF's .nv_fatbin section.
+
+Layout (little endian), as observed on nvcc 12.x/13.0 output and checked against
+cuobjdump in tests/integration/check:
+
+* container header, 16 bytes: magic 0xBA55ED50 (u32), version (u16), header size
+  (u16), size of the entries that follow (u64). A section holds several containers
+  back to back (one per translation unit / device link), sometimes padded.
+* entry header, `header_size` bytes (64, 80, 96, 112... seen; always use the field):
+  kind u16 (1 PTX, 2 cubin), version u16, header_size u32, payload size u64,
+  compressed payload size u32 @16, extension offset u32 @20, format version
+  minor/major u16 @24, arch u32 @28 (90 = sm_90), flags u64 @40, decompressed
+  size u64 @56.
+* flags: 0x1 64-bit, 0x2 debug, 0x10 linux, 0x2000 compressed (older LZ4 form),
+  0x8000 compressed (zstd payload in CUDA 13), 0x100000 arch-specific (`sm_90a`),
+  0x200000 family-specific (`sm_100f`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from stackmatrix.check._elffile import ELFFile
+
+FATBIN_MAGIC = 0xBA55ED50
+_MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
+_CONTAINER = struct.Struct("<IHHQ")
+_ENTRY = struct.Struct("<HHIQIIHHI")  # up to and including arch (32 bytes)
+_MIN_ENTRY_HEADER = 64
+
+FLAG_64BIT = 0x1
+FLAG_DEBUG = 0x2
+FLAG_COMPRESSED_LZ4 = 0x2000
+FLAG_COMPRESSED = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_FAMILY = 0x200000
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+Kind = Literal["cubin", "ptx", "other"]
+Variant = Literal["", "a", "f"]
+
+
+class FatbinError(ValueError):
+    """A .nv_fatbin section that does not parse."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FatbinEntry:
+    kind: Kind
+    sm: int  # 90 for sm_90 / compute_90
+    variant: Variant
+    flags: int
+    header_size: int
+    size: int  # payload bytes in the file (padded)
+    compressed: bool
+    compression: str | None  # "zstd", "lz4" or None
+    uncompressed_size: int
+    raw_kind: int
+
+    @property
+    def arch(self) -> str:
+        """The arch as nvcc spells it: sm_90a for a cubin, compute_120 for PTX."""
+        prefix = "compute" if self.kind == "ptx" else "sm"
+        return f"{prefix}_{self.sm}{self.variant}"
+
+    @property
+    def cuobjdump_arch(self) -> str:
+        """The arch as `cuobjdump --list-elf/--list-ptx` prints it.
+
+        cuobjdump 13.x names a family cubin by its base arch (sm_100f -> sm_100)
+        while it keeps the suffix for PTX and for `a` cubins.
+        """
+        variant = "" if self.kind == "cubin" and self.variant == "f" else self.variant
+        return f"sm_{self.sm}{variant}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "arch": self.arch,
+            "sm": self.sm,
+            "variant": self.variant,
+            "flags": self.flags,
+            "compressed": self.compressed,
+            "compression": self.compression,
+            "size": self.size,
+            "uncompressed_size": self.uncompressed_size,
+        }
+
+
+def parse_fatbin(
+    buf: bytes | memoryview | mmap.mmap, start: int = 0, end: int | None = None
+) -> list[FatbinEntry]:
+    """Every entry of every container in `buf[start:end]`, in file order."""
+    end = len(buf) if end is None else end
+    entries: list[FatbinEntry] = []
+    pos = _next_container(buf, start, end)
+    while pos is not None:
+        magic, _version, header_size, size = _CONTAINER.unpack_from(buf, pos)
+        if magic != FATBIN_MAGIC or header_size < _CONTAINER.size:
+            raise FatbinError(f"bad fatbin container header at offset {pos}")
+        body, body_end = pos + header_size, pos + header_size + size
+        if body_end > end:
+            raise FatbinError(f"fatbin container at offset {pos} runs past its section")
+        entries.extend(_parse_entries(buf, body, body_end))
+        pos = _next_container(buf, body_end, end)
+    return entries
+
+
+def _next_container(buf: bytes | memoryview | mmap.mmap, pos: int, end: int) -> int | None:
+    if pos + _CONTAINER.size > end:
+        return None
+    if _CONTAINER.unpack_from(buf, pos)[0] == FATBIN_MAGIC:
+        return pos
+    # Containers are aligned inside the section; skip the padding between them.
+    if isinstance(buf, bytes | mmap.mmap):
+        found = buf.find(_MAGIC_BYTES, pos, end)
+    else:
+        found = bytes(buf[pos:end]).find(_MAGIC_BYTES)
+        found = found + pos if found >= 0 else found
+    return found if found >= 0 else None
+
+
+def _parse_entries(buf: bytes | memoryview | mmap.mmap, pos: int, end: int) -> list[FatbinEntry]:
+    out: list[FatbinEntry] = []
+    while pos + _MIN_ENTRY_HEADER <= end:
+        kind, _ver, header_size, size, csize, _ext, _minor, _major, arch = _ENTRY.unpack_from(
+            buf, pos
+        )
+        if header_size < _MIN_ENTRY_HEADER or pos + header_size + size > end:
+            raise FatbinError(f"bad fatbin entry header at offset {pos} (size {header_size})")
+        (flags,) = struct.unpack_from("<Q", buf, pos + 40)
+        (usize,) = struct.unpack_from("<Q", buf, pos + 56)
+        out.append(_entry(buf, pos, kind, header_size, size, arch, flags, usize, csize))
+        pos += header_size + size
+    return out
+
+
+def _entry(
+    buf: bytes | memoryview | mmap.mmap,
+    pos: int,
+    kind: int,
+    header_size: int,
+    size: int,
+    arch: int,
+    flags: int,
+    usize: int,
+    csize: int,
+) -> FatbinEntry:
+    compressed = bool(flags & (FLAG_COMPRESSED | FLAG_COMPRESSED_LZ4))
+    compression = None
+    if compressed:
+        head = bytes(buf[pos + header_size : pos + header_size + 4])
+        compression = "zstd" if head == _ZSTD_MAGIC else "lz4"
+    variant: Variant = ""
+    if flags & FLAG_ARCH_SPECIFIC:
+        variant = "a"
+    elif flags & FLAG_FAMILY:
+        variant = "f"
+    kinds: dict[int, Kind] = {1: "ptx", 2: "cubin"}
+    return FatbinEntry(
+        kind=kinds.get(kind, "other"),
+        sm=arch,
+        variant=variant,
+        flags=flags,
+        header_size=header_size,
+        size=size,
+        compressed=compressed,
+        compression=compression,
+        uncompressed_size=usize if compressed else (csize or size),
+        raw_kind=kind,
+    )
+
+
+def elf_fatbin_entries(elf: ELFFile) -> list[FatbinEntry]:
+    """The entries of `elf`'s .nv_fatbin section ([] when it has no GPU code)."""
+    sec = elf.section(".nv_fatbin")
+    if sec is None or sec.size == 0:
+        return []
+    return parse_fatbin(elf.buffer, sec.offset, sec.offset + sec.size)

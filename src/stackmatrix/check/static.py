@@ -1,0 +1,94 @@
+"""The static check of a set of import-path directories, and the outcome it returns.
+
+Shared by `check` (environment.py, through the scan cache) and `inspect`
+(inspection.py): every extension analysed (extension.py), its findings, the
+GPU-arch coverage and CUDA majors across them, folded into one verdict.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from stackmatrix.check import coverage, extension, libs, scan
+from stackmatrix.check._elftypes import ELFError
+from stackmatrix.check.inventory import Inventory
+from stackmatrix.findings import Finding, Severity
+
+# "nothing-judged": only `inspect`, for a path holding no readable extension and no
+# package (a FIFO, /dev/zero, a zip that is not a wheel; issue 16, defect 16)
+Verdict = Literal["compatible", "warnings", "incompatible", "nothing-judged"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckOutcome:
+    verdict: Verdict
+    findings: list[Finding] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def verdict_of(findings: Sequence[Finding]) -> Verdict:
+    if any(f.severity is Severity.FAIL for f in findings):
+        return "incompatible"
+    if any(f.severity is Severity.WARN for f in findings):
+        return "warnings"
+    return "compatible"
+
+
+def static_check(
+    site: Sequence[Path],
+    inventory: Inventory,
+    ctx: libs.SearchContext,
+    *,
+    cell_id: str | None,
+    targets: Sequence[str],
+    resolve: bool,
+    host_has_driver: bool,
+) -> CheckOutcome:
+    index = libs.LibraryIndex()
+    optional = coverage.optional_rules()
+    variants = coverage.cuda_variant_rules()
+    torch = inventory.get("torch")
+    torch_major = torch.cuda_major if torch is not None else None
+    results: list[extension.ExtResult] = []
+    unused: set[str] = set()  # builds for another CUDA major than torch's: never loaded
+    findings: list[Finding] = []
+    for sp, path in extension.find_extensions(site):
+        if _interrupted():
+            break  # Ctrl-C: the run is ending and this result will be marked interrupted
+        try:
+            r = extension.analyse(sp, path, ctx, index, inventory, resolve=resolve)
+        except (OSError, ELFError, ValueError) as exc:
+            findings.append(scan.unreadable(path, exc, cell_id))
+            continue
+        results.append(r)
+        other_build = coverage.unused_cuda_variant(r.relpath, variants, torch_major)
+        if other_build:
+            unused.add(r.relpath)
+        if resolve:
+            own = extension.own_findings(r, cell_id, host_has_driver)
+            feature = other_build or coverage.optional_feature(r.relpath, optional)
+            findings += extension.optional(own, feature) if feature else own
+    loaded = [r for r in results if r.relpath not in unused]
+    majors, cuda_findings = extension.cuda_findings(loaded, inventory, cell_id)
+    findings += cuda_findings
+    cov = extension.coverage_of(results, targets, coverage.loader_rules(), optional)
+    findings += coverage.coverage_findings(cov, cell_id)
+    data: dict[str, Any] = {
+        "inventory": [d.to_dict() for d in inventory.distributions],
+        "cuda_majors": majors,
+        "extensions": [extension.ext_data(r) for r in results],
+        **cov.to_dict(),
+        "targets": list(targets),
+    }
+    return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
+
+
+def _interrupted() -> bool:
+    """_proc.interrupted(), without importing _proc (subprocess, redaction) for
+    `inspect`: until something imported it, nothing can have called terminate_all."""
+    proc = sys.modules.get("stackmatrix._proc")
+    return proc is not None and bool(proc.interrupted())
