@@ -147,3 +147,20 @@ def test_the_check_verdict_is_its_own_else_a_failing_finding_says_incompatible()
     assert check_verdict(check({"verdict": "warnings"}, Severity.FAIL)) == "warnings"
     assert check_verdict(check({}, Severity.WARN, Severity.FAIL)) == "incompatible"
     assert check_verdict(check({}, Severity.WARN)) is None
+
+
+def test_a_launch_span_is_read_in_utc_or_not_at_all() -> None:
+    from datetime import UTC, datetime
+
+    from stackmatrix.records import LaunchRecord
+
+    def span(started: str | None, finished: str | None) -> object:
+        return LaunchRecord(started=started, finished=finished).span()
+
+    assert span("2026-12-01T10:00:00+01:00", "2026-12-01T09:30:00+00:00") == (
+        datetime(2026, 12, 1, 9, 0, tzinfo=UTC),
+        datetime(2026, 12, 1, 9, 30, tzinfo=UTC),
+    )
+    assert span("2026-12-01T10:00:00", "2026-12-01T10:01:00") is None  # no zone
+    assert span("2026-12-01T10:01:00+00:00", "2026-12-01T10:00:00+00:00") is None
+    assert span("t", "t") is None and span(None, None) is None

@@ -71,16 +71,9 @@ def _newest(run_dir: Path, cell: str) -> tuple[str, RunResults]:
 def _launch_seconds(results: RunResults, cid: str) -> float | None:
     """The median wall time of a cell's launches, from start to finish (its server's
     start-up, its rounds, its teardown)."""
-    import datetime as _dt
     import statistics
 
     found = results.cell(cid)
-    spans = []
-    for launch in found.bench.launches if found is not None else ():
-        try:
-            start = _dt.datetime.fromisoformat(launch.started or "")
-            end = _dt.datetime.fromisoformat(launch.finished or "")
-        except ValueError:
-            continue
-        spans.append((end - start).total_seconds())
+    launches = found.bench.launches if found is not None else ()
+    spans = [(s[1] - s[0]).total_seconds() for launch in launches if (s := launch.span())]
     return statistics.median(spans) if spans else None

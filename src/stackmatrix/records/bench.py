@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from stackmatrix.records._read import (
@@ -104,6 +105,19 @@ class LaunchRecord:
     @property
     def ok(self) -> bool:
         return (self.status or "ok") == "ok"
+
+    def span(self) -> tuple[datetime, datetime] | None:
+        """When the launch started and finished, in UTC; None where either time is
+        missing, unreadable, without a zone, or the end precedes the start (results
+        are input)."""
+        try:
+            start = datetime.fromisoformat(self.started or "")
+            end = datetime.fromisoformat(self.finished or "")
+        except ValueError:
+            return None
+        if start.tzinfo is None or end.tzinfo is None or end < start:
+            return None
+        return start.astimezone(UTC), end.astimezone(UTC)
 
     def values(self, metric: str, point: str | None = None) -> list[float]:
         """The rounds' values of `metric`: the headline workload's, or load point

@@ -50,33 +50,13 @@ def not_interleaved(cells: Sequence[CellResults], baseline: str) -> list[str]:
 
 def _span(launches: Sequence[LaunchRecord]) -> tuple[datetime, datetime] | None:
     """(first start, last end) of the measured launches that ran to the end."""
-    times = []
-    for launch in launches:
-        start, end = _time(launch.started), _time(launch.finished)
-        if launch.ok and start is not None and end is not None and start <= end:
-            times.append((start, end))
-    if len(times) < _MIN_LAUNCHES:
+    spans = [span for launch in launches if launch.ok and (span := launch.span())]
+    if len(spans) < _MIN_LAUNCHES:
         return None
-    return min(t[0] for t in times), max(t[1] for t in times)
-
-
-def _time(text: str | None) -> datetime | None:
-    try:
-        parsed = datetime.fromisoformat(text) if text else None
-    except ValueError:  # results are input: a bad time is no time
-        return None
-    return parsed if parsed is not None and parsed.tzinfo is not None else None
+    return min(s[0] for s in spans), max(s[1] for s in spans)
 
 
 def _when(span: tuple[datetime, datetime]) -> str:
     start, end = span
     fmt = "%H:%M" if start.date() == end.date() else "%Y-%m-%d %H:%M"
-    return f"{start:%Y-%m-%d %H:%M}-{end.strftime(fmt)} UTC{_offset(start)}"
-
-
-def _offset(moment: datetime) -> str:
-    delta = moment.utcoffset()
-    if not delta:
-        return ""
-    minutes = int(delta.total_seconds() // 60)
-    return f"{'+' if minutes >= 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    return f"{start:%Y-%m-%d %H:%M}-{end.strftime(fmt)} UTC"
