@@ -87,11 +87,13 @@ start | explain)
     # this checkout, without the kits, next to the prepared wheels and model
     tar --exclude=./.kit --exclude=./.nox --exclude=./.git -cf - . | tar -C "$work" -xf -
     echo "gpu-sglang: ready in $(( $(date +%s) - t0 )) s"
+    checkout=$PWD
     cd "$work"
     export PYTHONPATH=$PWD/src
     # results of an earlier session, carried in .kit/runs/<name>/, are resumed
-    if [ ! -e "$results" ] && [ -f ".kit/runs/$name/run.json" ]; then
-        cp -a ".kit/runs/$name" "$results"
+    # (the copy in $work leaves .kit out: read them in the checkout)
+    if [ ! -e "$results" ] && [ -f "$checkout/.kit/runs/$name/run.json" ]; then
+        cp -a "$checkout/.kit/runs/$name" "$results"
     fi
     if [ "$mode" = explain ]; then
         if [ ! -e "$results" ] && [ -f "reports/examples/$name/run.json" ]; then

@@ -24,7 +24,9 @@ from stackmatrix.explain.derive import Change, Derived
 from stackmatrix.explain.roundspec import derived_spec, group_id
 from stackmatrix.explain.search import RoundData, SearchResult, search
 from stackmatrix.explain.text import sentences
+from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.load import RunResults, load_run
+from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import build_model, cold_first_launches
 from stackmatrix.results import Status
 
@@ -62,8 +64,10 @@ def explain_cell(
     out.mkdir(parents=True, exist_ok=True)
     rounds: list[dict[str, Any]] = []
 
+    cannot = [key for key, _ in derived.cannot]
+
     def measure(groups: list[tuple[Change, ...]]) -> RoundData:
-        return _round(ctx, out, len(rounds) + 1, groups, rounds, run_round)
+        return _round(ctx, out, len(rounds) + 1, groups, rounds, run_round, cannot)
 
     path = out / EXPLANATION_FILE
     try:
@@ -93,7 +97,7 @@ def _stopped(
         "gap": None,
         "cause": None,
         "rounds": [{**meta, "effects": []} for meta in rounds],
-        "cannot_isolate": [{"key": key, "why": why} for key, why in derived.cannot],
+        "cannot_isolate": _cannot_isolate(derived, rounds),
         "notes": list(derived.notes),
         "revert_cells": sum(len(r["cells"]) for r in rounds),
         "launches": sum(int(r["launches"]) for r in rounds),
@@ -114,6 +118,7 @@ def _round(
     groups: list[tuple[Change, ...]],
     rounds: list[dict[str, Any]],
     run_round: RoundRunner,
+    cannot: Sequence[str],
 ) -> RoundData:
     ids = [group_id(ctx.cell, k, i, g) for i, g in enumerate(groups)]
     round_dir = out / f"round-{k}"
@@ -135,9 +140,14 @@ def _round(
     cells = {cid: [c.to_dict() for c in g] for cid, g in zip(ids, groups, strict=True)}
     every = [ctx.baseline, ctx.cell, *ids]
     measured = sum(len(launches(c)) for c in every)
-    rounds.append({"round": k, "dir": round_dir.name, "cells": cells, "launches": measured,
-                   "cold_starts": _cold_starts(results, ctx.metric),
-                   "unfinished": _unfinished(results, every, launches)})  # fmt: skip
+    model = build_model(results)
+    measured_ids = [cid for cid in ids if launches(cid)]
+    rounds.append({
+        "round": k, "dir": round_dir.name, "cells": cells, "launches": measured,
+        "cold_starts": _cold_starts(model, ctx.metric),
+        "unfinished": _unfinished(results, every, launches),
+        "brought_back": _brought_back(model, ctx.cell, measured_ids, cannot),
+    })  # fmt: skip
     return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
                      groups=[launches(cid) for cid in ids],
                      not_run=["" if launches(cid) else _not_run(results, cid)
@@ -176,13 +186,39 @@ def _kept_round(round_dir: Path, ids: Sequence[str]) -> None:
         )
 
 
-def _cold_starts(results: RunResults, metric: str) -> list[dict[str, Any]]:
+def _cold_starts(model: MatrixReport, metric: str) -> list[dict[str, Any]]:
     """The round's cells whose first measured launch was a cold start: noise that the
     round's warm-up launches did not absorb (revert cells are configurations the machine
     has not served before, so their kernels compile in their first launch)."""
-    model = build_model(results)
     return [{**dataclasses.asdict(c), "worse": c.worse}
             for c in cold_first_launches(model.cells, metric)]  # fmt: skip
+
+
+def _brought_back(
+    model: MatrixReport, candidate: str, reverts: Sequence[str], cannot: Sequence[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per measured revert cell: the differences that cannot be isolated which the
+    candidate still shows in this round and the revert cell no longer does. They are
+    not differences of their own but consequences of what that cell reverts (sglang
+    captures decode CUDA graphs only up to --max-running-requests)."""
+
+    def differences(cid: str) -> dict[str, Difference] | None:
+        report = next((c for c in model.cells if c.id == cid), None)
+        drift = report.drift if report is not None else None
+        if drift is None or drift.not_compared:
+            return None  # a source (its server log) missing: absence proves nothing
+        return {d.key: d for d in (*drift.intended, *drift.unintended)}
+
+    shown = differences(candidate) or {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for cid in reverts:
+        mine = differences(cid)
+        if mine is None:
+            continue
+        gone = [shown[key] for key in cannot if key in shown and key not in mine]
+        if gone:
+            out[cid] = [{"key": d.key, "value": d.value, "baseline": d.baseline} for d in gone]
+    return out
 
 
 def _unfinished(
@@ -244,16 +280,56 @@ def _explanation(
             {**meta, "effects": [e.to_dict(describe) for e in effects]}
             for meta, effects in zip(rounds, result.rounds, strict=True)
         ],
-        "cannot_isolate": [{"key": k, "why": why} for k, why in derived.cannot],
+        "cannot_isolate": _cannot_isolate(derived, rounds),
         "notes": [*derived.notes, *([ctx.note] if ctx.note else [])],
         "revert_cells": sum(len(r["cells"]) for r in rounds),
         "launches": sum(int(r["launches"]) for r in rounds),
         "sentences": [
-            *sentences(ctx.cell, ctx.baseline, result),
+            # what follows the cause is said before the cost ("It took ...")
+            *_before_last(
+                sentences(ctx.cell, ctx.baseline, result), _follows_sentences(rounds, ctx.baseline)
+            ),
             *_cold_sentences(rounds),
             *_unfinished_sentences(rounds),
         ],
     }
+
+
+def _followed(rounds: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[str, Any]]]:
+    """key -> (what was reverted, the difference as the candidate showed it) for every
+    difference that cannot be isolated and that a revert cell brought back."""
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for meta in rounds:
+        for cid, gone in (meta.get("brought_back") or {}).items():
+            label = "; ".join(str(c.get("label")) for c in meta["cells"].get(cid) or [])
+            for d in gone:
+                if all(label != seen for seen, _ in out.get(d["key"], [])):
+                    out.setdefault(d["key"], []).append((label, d))
+    return out
+
+
+def _cannot_isolate(derived: Derived, rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    followed = _followed(rounds)
+    return [
+        {"key": key, "why": why, "follows": [label for label, _ in followed.get(key, [])]}
+        for key, why in derived.cannot
+    ]
+
+
+def _before_last(said: list[str], more: list[str]) -> list[str]:
+    return [*said[:-1], *more, *said[-1:]]
+
+
+def _follows_sentences(rounds: Sequence[Mapping[str, Any]], baseline: str) -> list[str]:
+    out = []
+    for key, found in _followed(rounds).items():
+        labels = " and ".join(label for label, _ in found)
+        d = found[0][1]
+        out.append(
+            f"{key} ({d['value']} here) is not a difference of its own: it follows {labels}; "
+            f"with that taken back it is {d['baseline']}, as in {baseline}."
+        )
+    return out
 
 
 def _status(status: str, rounds: Sequence[Mapping[str, Any]]) -> str:

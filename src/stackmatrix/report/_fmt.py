@@ -161,3 +161,13 @@ def point_title(point: Any) -> str:
     if point.num_prompts is not None:
         parts.append(count(point.num_prompts, "prompt"))
     return f"{point.name}: {', '.join(parts)}" if parts else str(point.name)
+
+
+def cannot_isolate_text(entry: Any) -> str:
+    """A difference `explain` could not revert alone, and what it follows where a revert
+    cell brought it back (explanation.json's cannot_isolate entries)."""
+    why = str(entry.get("why") or "") if isinstance(entry, dict) else str(entry)
+    follows = entry.get("follows") if isinstance(entry, dict) else None
+    if isinstance(follows, list) and follows:
+        return f"{why}; it follows {' and '.join(str(f) for f in follows)} (see above)"
+    return why

@@ -232,7 +232,10 @@ def _explanations(report: MatrixReport) -> str:
     blocks = []
     for ex in report.explanations:
         items = [*(ex.get("sentences") or []), *(ex.get("notes") or [])]
-        items += [f"cannot be isolated: {c.get('why')}" for c in ex.get("cannot_isolate") or []]
+        items += [
+            f"cannot be isolated: {_fmt.cannot_isolate_text(c)}"
+            for c in ex.get("cannot_isolate") or []
+        ]
         lis = "".join(f"<li>{esc(x)}</li>" for x in items)
         blocks.append(f"<h3>{esc(ex.get('cell'))}: {esc(ex.get('status'))}</h3><ul>{lis}</ul>")
     return "<h2>Explanation</h2>" + "".join(blocks) if blocks else ""

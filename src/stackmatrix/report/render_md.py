@@ -202,7 +202,7 @@ def _explanations(report: MatrixReport) -> str:
     for ex in report.explanations:
         lines = [f"- {_md_text(x)}" for x in ex.get("sentences") or []]
         lines += [
-            f"- cannot be isolated: {_md_text(c.get('why'))}"
+            f"- cannot be isolated: {_md_text(_fmt.cannot_isolate_text(c))}"
             for c in ex.get("cannot_isolate") or []
         ]
         lines += [f"- {_md_text(n)}" for n in ex.get("notes") or []]

@@ -16,6 +16,7 @@ from stackmatrix.explain.context import prepare
 from stackmatrix.explain.roundspec import derived_spec
 from stackmatrix.explain.runner import _cold_starts, explain_cell
 from stackmatrix.report.load import load_run
+from stackmatrix.report.model import build_model
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang-explain"
 ROUND = Path("explain") / "triton-capped" / "round-1"
@@ -35,7 +36,8 @@ def _no_gpu_here(spec_path: Path, output: Path) -> None:
 def test_the_h200_round_s_first_launches_were_cold_starts() -> None:
     # 0 warm-up launches: the first launch of three of the four configurations compiled
     # its kernels in the measured round (flashinfer 4349 tok/s, then 7112 and 7024)
-    cold = {c["cell"]: c for c in _cold_starts(load_run(EXAMPLE / ROUND), "output_throughput")}
+    model = build_model(load_run(EXAMPLE / ROUND))
+    cold = {c["cell"]: c for c in _cold_starts(model, "output_throughput")}
     assert set(cold) == {"flashinfer", "triton-capped", "triton-capped~max-running-requests=64"}
     assert cold["flashinfer"]["first"] < 0.7 * cold["flashinfer"]["median"]
     assert all(c["warmup_launches"] == 0 and c["label"] == "L1" for c in cold.values())
@@ -134,7 +136,7 @@ def kept_warm(tmp_path: Path) -> Path:
 
 def test_the_warm_round_had_no_cold_start() -> None:
     # one discarded warm-up launch per cell: the first measured launches are warm
-    assert _cold_starts(load_run(WARM / ROUND), "output_throughput") == []
+    assert _cold_starts(build_model(load_run(WARM / ROUND)), "output_throughput") == []
 
 
 def test_a_round_cut_short_says_what_it_lacks_not_noise(kept_warm: Path) -> None:
@@ -194,3 +196,61 @@ def test_a_finished_round_is_not_called_unfinished(kept: Path) -> None:
     ex = json.loads(path.read_text())
     assert ex["rounds"][0]["unfinished"] == []
     assert any("undecided, too noisy (+15.0%" in s for s in ex["sentences"])
+
+
+DECIDED = EXAMPLE.parent / "h200-sglang-explain-decided"
+
+
+@pytest.fixture
+def decided(tmp_path: Path) -> Path:
+    run = tmp_path / "h200-sglang-explain-decided"
+    shutil.copytree(DECIDED, run)
+    return run
+
+
+def test_the_warmed_up_h200_round_decides_which_flag_costs_the_throughput(
+    decided: Path,
+) -> None:
+    # 1 warm-up launch and 3 measured launches per cell, interleaved, on the H200
+    bench = decided / ROUND / "cells" / "triton-capped" / "bench.json"
+    before = bench.read_bytes()
+    ex = json.loads(
+        explain_cell(decided, "triton-capped", run_round=_no_gpu_here, rejudge=True).read_text()
+    )
+    assert ex["status"] == "explained"
+    assert [c["key"] for c in ex["cause"]["group"]] == ["arg:max-running-requests"]
+    assert ex["cause"]["vs_baseline"]["verdict"] == "no significant change"
+    assert ex["gap"]["ci_high"] < 0.4  # the candidate's -69%
+    (effect,) = [e for e in ex["rounds"][0]["effects"] if e is not None and e != ex["cause"]]
+    assert effect["outcome"] == "no effect"
+    assert bench.read_bytes() == before
+
+
+def test_a_difference_that_follows_the_cause_is_said_to_follow_it(decided: Path) -> None:
+    # sglang captures decode CUDA graphs up to --max-running-requests: the revert cell
+    # with 64 captured [1, 2, 4, 8, 12, 16] again, as the baseline did
+    ex = json.loads(
+        explain_cell(decided, "triton-capped", run_round=_no_gpu_here, rejudge=True).read_text()
+    )
+    (entry,) = ex["cannot_isolate"]
+    assert entry["key"] == "log:cuda_graph_bs"
+    assert entry["follows"] == ["--max-running-requests 4 -> 64"]
+    said = [s for s in ex["sentences"] if s.startswith("log:cuda_graph_bs")]
+    assert said and "[1, 2, 4, 8, 12, 16], as in flashinfer" in said[0]
+    assert main(["report", str(decided)]) == 0
+    md = (decided / "matrix.md").read_text()
+    assert "it follows --max-running-requests 4 -&gt; 64" in md or (
+        "it follows --max-running-requests 4 -> 64" in md
+    )
+
+
+def test_a_revert_cell_without_its_server_log_proves_no_following(decided: Path) -> None:
+    # the log is where cuda_graph_bs is read: without it the value is unknown, not equal
+    revert = decided / ROUND / "cells" / "triton-capped~max-running-requests=64"
+    for log in revert.glob("server-*.log"):
+        log.unlink()
+    ex = json.loads(
+        explain_cell(decided, "triton-capped", run_round=_no_gpu_here, rejudge=True).read_text()
+    )
+    assert ex["cannot_isolate"][0]["follows"] == []
+    assert not any(s.startswith("log:cuda_graph_bs") for s in ex["sentences"])
