@@ -2,36 +2,32 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from stackmatrix import __version__, _signals, layout
+from stackmatrix import __version__, _log, _signals, layout
 from stackmatrix._console import Console, write_step_summary
 from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
 from stackmatrix.spec_names import BACKENDS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
 
 if TYPE_CHECKING:
+    import argparse
+
     from stackmatrix.spec_model import Spec
 
 # Each command imports what it needs when it runs: `inspect` and `--help` do not pay for
 # the pipeline, the spec parser or the report (issue 17, item 3: start-up time).
 ALL_PHASES = PIPELINE_PHASES
 
-log = logging.getLogger("stackmatrix")
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser(_command_word(argv)).parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    args = _plain_inspect(argv) or _parser(_command_word(argv)).parse_args(argv)
+    # inspect's modules log through _log, set up by their first message
+    _log.configure(args.verbose, now=args.command != "inspect")
     try:
         with _signals.stop_signals():  # SIGTERM/SIGHUP clean up as Ctrl-C does
             return int(args.func(args))
@@ -53,7 +49,50 @@ def _command_word(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if a not in ("-v", "--verbose")), None)
 
 
+def _plain_inspect(argv: Sequence[str]) -> _Args | None:
+    """`[-v] inspect PATH [--target sm_XY]... [--json]` read without argparse, whose import
+    and parser were a sixth of inspect's whole process (issue 17, item 3). Any other form
+    (help, an abbreviation, `--`, a mistake) is None: argparse reads it and says what is
+    wrong. tests/unit/test_cli_inspect.py holds the two readings equal."""
+    words = list(argv)
+    verbose = False
+    while words and words[0] in ("-v", "--verbose"):
+        verbose, words = True, words[1:]
+    if not words or words[0] != "inspect":
+        return None
+    path, targets, as_json = None, [], False
+    rest = iter(words[1:])
+    for word in rest:
+        if word == "--json":
+            as_json = True
+        elif word == "--target" or word.startswith("--target="):
+            value = word[len("--target=") :] if "=" in word else next(rest, None)
+            if value is None or value.startswith("-"):
+                return None
+            targets.append(value)
+        elif word.startswith("-") or path is not None:
+            return None
+        else:
+            path = Path(word)
+    if path is None:
+        return None
+    return _Args(verbose=verbose, command="inspect", path=path, target=targets,
+                 json=as_json, func=cmd_inspect)  # fmt: skip
+
+
+class _Args:
+    """What argparse's Namespace holds, without importing argparse."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    def __getattr__(self, name: str) -> Any:  # as argparse.Namespace is typed
+        raise AttributeError(name)
+
+
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="stackmatrix", description=__doc__)
     p.add_argument("--version", action="version", version=f"stackmatrix {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -157,11 +196,11 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     _add_inspect(sub)
 
     pr = sub.add_parser("probe", help="runtime facts of this interpreter (torch, CUDA, GPUs)")
-    pr.add_argument("rest", nargs=argparse.REMAINDER)
+    pr.add_argument("rest", nargs="...")
     pr.set_defaults(func=cmd_probe)
 
     tm = sub.add_parser("tiny-model", help="write a tiny random Llama + tokenizer (tests, CPU)")
-    tm.add_argument("rest", nargs=argparse.REMAINDER)
+    tm.add_argument("rest", nargs="...")
     tm.set_defaults(func=cmd_tiny_model)
 
     cal = sub.add_parser("calibrate", help="A/A noise calibration of one cell")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Severity(enum.StrEnum):
@@ -13,21 +12,39 @@ class Severity(enum.StrEnum):
     INFO = "info"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Finding:
+class _FindingFields(NamedTuple):
+    code: str
+    severity: Severity
+    message: str
+    cell: str | None
+    subject: str | None
+    details: dict[str, Any]
+
+
+class Finding(_FindingFields):
     """One fact about a cell.
 
     `code` is stable (e.g. ``"SM-LIB-MISSING"``) so CI and reports can key on it;
     `subject` is the file, package or setting concerned; `message` is the sentence
     a person reads, saying what to do.
+
+    An immutable record (a named tuple: `_replace` makes a changed copy); each
+    finding made without `details` gets its own empty dict.
     """
 
-    code: str
-    severity: Severity
-    message: str
-    cell: str | None = None
-    subject: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        code: str,
+        severity: Severity,
+        message: str,
+        cell: str | None = None,
+        subject: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Finding:
+        return super().__new__(cls, code, severity, message, cell, subject,
+                               {} if details is None else details)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import os
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -179,6 +180,20 @@ class ELFFile:
         end = table.find("\0", offset)
         return table[offset:] if end < 0 else table[offset:end]
 
+    def _string(self, index: int, offset: int) -> str:
+        """_cstr(_strtab(index), offset), without decoding the whole table when it is not
+        decoded yet: .dynamic and the version tables name a few strings of a .dynstr of
+        megabytes, which `inspect` never reads whole (issue 17, item 3)."""
+        cached = self._strtab_cache.get(index)
+        if cached is not None:
+            return self._cstr(cached, offset)
+        _n, typ, start, size, *_ = self.sections[index]
+        stop = min(start + size, len(self._mm))
+        if typ == SHT_NOBITS or offset >= stop - start:
+            return ""
+        end = self._mm.find(b"\0", start + offset, stop)
+        return self._mm[start + offset : stop if end < 0 else end].decode("latin-1")
+
     # --- sections ----------------------------------------------------------------
     def iter_sections(self) -> Iterator[SectionInfo]:
         if not self.sections:
@@ -198,6 +213,15 @@ class ELFFile:
     def buffer(self) -> mmap.mmap:
         return self._mm
 
+    def read_at(self, offset: int, size: int) -> bytes:
+        """`size` bytes at `offset` (fewer at the end of the file), read past the mapping:
+        for a few bytes in each of many pages of a large section (fatbin headers)."""
+        if offset < 0 or size < 0:
+            raise ELFError(f"{self.path}: negative offset or size in its tables")
+        if offset >= len(self._mm):
+            return b""  # past the end, as a slice of the mapping (pread's off_t is signed)
+        return os.pread(self._fh.fileno(), size, offset)
+
     def _first_of_type(self, typ: int) -> int | None:
         for i, sec in enumerate(self.sections):
             if sec[1] == typ:
@@ -211,7 +235,7 @@ class ELFFile:
         if index is None:
             return DynamicInfo()
         _n, _t, offset, size, link, _i, _e = self.sections[index]
-        strings = self._strtab(link)
+        self.sections[link]
         fmt = self.endian + ("qQ" if self.is64 else "iI")
         needed: list[str] = []
         soname: str | None = None
@@ -221,13 +245,13 @@ class ELFFile:
             if tag == DT_NULL:
                 break
             if tag == DT_NEEDED:
-                needed.append(self._cstr(strings, val))
+                needed.append(self._string(link, val))
             elif tag == DT_SONAME:
-                soname = self._cstr(strings, val)
+                soname = self._string(link, val)
             elif tag == DT_RPATH:
-                rpath.extend(p for p in self._cstr(strings, val).split(":") if p)
+                rpath.extend(p for p in self._string(link, val).split(":") if p)
             elif tag == DT_RUNPATH:
-                runpath.extend(p for p in self._cstr(strings, val).split(":") if p)
+                runpath.extend(p for p in self._string(link, val).split(":") if p)
         return DynamicInfo(
             needed=tuple(needed), soname=soname, rpath=tuple(rpath), runpath=tuple(runpath)
         )
@@ -239,16 +263,16 @@ class ELFFile:
         if index is None:
             return {}
         _n, _t, offset, _s, link, count, _e = self.sections[index]
-        strings = self._strtab(link)
+        self.sections[link]
         out: dict[int, tuple[str, str]] = {}
         pos, e = offset, self.endian
         for _ in range(count):
             _ver, cnt, file_off, aux, nxt = struct.unpack_from(e + "HHIII", self._mm, pos)
-            soname = self._cstr(strings, file_off)
+            soname = self._string(link, file_off)
             apos = pos + aux
             for _ in range(cnt):
                 _h, _f, other, name_off, anext = struct.unpack_from(e + "IHHII", self._mm, apos)
-                out[other] = (self._cstr(strings, name_off), soname)
+                out[other] = (self._string(link, name_off), soname)
                 if anext == 0:
                     break
                 apos += anext
@@ -269,14 +293,14 @@ class ELFFile:
         if index is None:
             return {}
         _n, _t, offset, _s, link, count, _e = self.sections[index]
-        strings = self._strtab(link)
+        self.sections[link]
         out: dict[int, str] = {}
         pos, e = offset, self.endian
         for _ in range(count):
             _v, _fl, ndx, cnt, _h, aux, nxt = struct.unpack_from(e + "HHHHIII", self._mm, pos)
             if cnt:
                 (name_off,) = struct.unpack_from(e + "I", self._mm, pos + aux)
-                out[ndx] = self._cstr(strings, name_off)
+                out[ndx] = self._string(link, name_off)
             if nxt == 0:
                 break
             pos += nxt
@@ -289,15 +313,23 @@ class ELFFile:
         return tuple(name for ndx, name in sorted(defs.items()) if ndx != 1)
 
     # --- .dynsym -------------------------------------------------------------------
-    def _dynsym_raw(self) -> tuple[list[tuple[int, ...]], str, int | None] | None:
+    def _dynsym_raw(
+        self, *, names: bool = True
+    ) -> tuple[list[tuple[int, ...]], str, int | None] | None:
+        """Rows (name, info, other, shndx, ...) and the decoded string table; with
+        names=False rows (info, shndx) and no strings, the same bytes read and checked."""
         index = self._first_of_type(SHT_DYNSYM)
         if index is None:
             return None
         _n, _t, offset, size, link, _i, _e = self.sections[index]
-        strings = self._strtab(link)
-        fmt = self.endian + ("IBBHQQ" if self.is64 else "IIIBBH")
-        rows = list(struct.iter_unpack(fmt, self._mm[offset : offset + size]))
-        if not self.is64:  # normalise to (name, info, other, shndx)
+        if names:
+            strings = self._strtab(link)
+            fmt = "IBBHQQ" if self.is64 else "IIIBBH"
+        else:
+            strings, _link = "", self.sections[link]
+            fmt = "4xBxH16x" if self.is64 else "12xBxH"  # the same row sizes, 24 and 16
+        rows = list(struct.iter_unpack(self.endian + fmt, self._mm[offset : offset + size]))
+        if names and not self.is64:  # normalise to (name, info, other, shndx)
             rows = [(r[0], r[3], r[4], r[5]) for r in rows]
         return rows, strings, self._first_of_type(SHT_GNU_VERSYM)
 
@@ -307,9 +339,9 @@ class ELFFile:
         offset = self.sections[index][2]
         return struct.unpack_from(f"{self.endian}{count}H", self._mm, offset)
 
-    def _dynsym_tables(self) -> _DynsymTables | None:
+    def _dynsym_tables(self, *, names: bool = True) -> _DynsymTables | None:
         """.dynsym's rows and strings, and the version tables its symbols point into."""
-        raw = self._dynsym_raw()
+        raw = self._dynsym_raw(names=names)
         if raw is None:
             return None
         rows, strings, versym_index = raw
@@ -360,14 +392,14 @@ class ELFFile:
         `inspect` prints only this count, and decoding ~20,000 names was most of its
         scan. It reads the same tables as dynamic_symbols(), so a corrupt one raises
         the same ELFError."""
-        tables = self._dynsym_tables()
+        tables = self._dynsym_tables(names=False)
         if tables is None:
             return 0
-        rows = tables[0]
+        rows = tables[0]  # (info, shndx)
         return sum(
             1
-            for row in rows[1:]
-            if row[3] == SHN_UNDEF and (row[1] >> 4) not in (STB_LOCAL, STB_WEAK)
+            for info, shndx in rows[1:]
+            if shndx == SHN_UNDEF and (info >> 4) not in (STB_LOCAL, STB_WEAK)
         )
 
     @_corrupt_is_elferror

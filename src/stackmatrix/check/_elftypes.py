@@ -4,7 +4,7 @@ reads them by: the section, dynamic-tag and symbol numbers of the System V ABI."
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -38,8 +38,7 @@ class Binding(enum.StrEnum):
     OTHER = "other"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DynSymbol:
+class DynSymbol(NamedTuple):
     name: str
     defined: bool
     binding: Binding
@@ -52,24 +51,21 @@ class DynSymbol:
         return self.binding is Binding.WEAK
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SectionInfo:
+class SectionInfo(NamedTuple):
     name: str
     type: int
     offset: int
     size: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class DynamicInfo:
+class DynamicInfo(NamedTuple):
     needed: tuple[str, ...] = ()
     soname: str | None = None
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class VersionNeeds:
+class VersionNeeds(NamedTuple):
     """{soname: (version names)} from .gnu.version_r."""
 
-    by_file: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    by_file: dict[str, tuple[str, ...]]

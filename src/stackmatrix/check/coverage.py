@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from stackmatrix.check import _data
 from stackmatrix.check.fatbin import FatbinEntry
@@ -29,8 +28,7 @@ _RANK: dict[str, int] = {"none": 0, "ptx": 1, "native": 2}
 _ARCH_RE = re.compile(r"^(?:sm_|compute_|lto_)?(\d{2,3})([af]?)$|^(\d+)\.(\d)$")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Target:
+class Target(NamedTuple):
     """A device arch: sm_120 is compute capability 12.0."""
 
     major: int
@@ -100,14 +98,12 @@ def arch_lists(entries: Sequence[FatbinEntry]) -> dict[str, list[str]]:
 # --- loader rules ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoaderVariant:
+class LoaderVariant(NamedTuple):
     glob: str
     cc: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoaderRule:
+class LoaderRule(NamedTuple):
     package: str
     variants: tuple[LoaderVariant, ...]
     source: str = ""
@@ -151,8 +147,7 @@ def loaded_on(relpath: str, target: Target, rules: Sequence[LoaderRule]) -> bool
     return True
 
 
-@dataclass(frozen=True, kw_only=True)
-class OptionalRule:
+class OptionalRule(NamedTuple):
     """An extension imported only when a feature is used (see compat/loaders.toml)."""
 
     glob: str
@@ -174,8 +169,7 @@ def optional_feature(relpath: str, rules: Sequence[OptionalRule]) -> str | None:
     return next((r.feature for r in rules if r.matches(relpath)), None)
 
 
-@dataclass(frozen=True, kw_only=True)
-class CudaVariantRule:
+class CudaVariantRule(NamedTuple):
     """Files of which a package loads only the build for torch's CUDA major
     (compat/loaders.toml [[cuda_variant]]): `glob` (relative to site-packages) names
     them all, `suffix` with `{major}` the part of the name that marks each build."""
@@ -215,8 +209,7 @@ def unused_cuda_variant(
 # --- across extensions: the coverage of each target, its findings -------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class ArchCoverage:
+class ArchCoverage(NamedTuple):
     per_target: dict[str, dict[str, str]]
     summary: dict[str, str]
     not_loaded: dict[str, list[str]]

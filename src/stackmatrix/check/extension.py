@@ -9,11 +9,9 @@ a tree.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from stackmatrix.check import coverage, libs, symbols
 from stackmatrix.check._elffile import is_elf
@@ -52,8 +50,7 @@ def _shadowed(rel: str, earlier: Sequence[Path]) -> bool:
 # --- per-extension analysis ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExtResult:
+class ExtResult(NamedTuple):
     scan: ExtensionScan
     relpath: str
     package: str | None
@@ -73,7 +70,9 @@ def analyse(
 ) -> ExtResult:
     scan = scan_extension(path, with_symbols=resolve)  # names are read only to resolve them
     rel = path.relative_to(sp).as_posix()
-    closure = libs.needed_closure(path, ctx, index) if resolve else libs.Closure()
+    closure = (
+        libs.needed_closure(path, ctx, index) if resolve else libs.Closure(resolved={}, missing={})
+    )
     report = (
         symbols.check_symbols(scan.symbols, closure.resolved, closure.missing, index)
         if resolve
@@ -135,8 +134,7 @@ def optional(findings: list[Finding], feature: str) -> list[Finding]:
     """An extension its package loads only for one feature (loaders.toml [[optional]]):
     what keeps it from loading costs that feature, not the stack. Same codes, as info."""
     return [
-        dataclasses.replace(
-            f,
+        f._replace(
             severity=Severity.INFO,
             message=f"{f.message} (optional: only {feature} is unavailable)",
             details={**f.details, "optional_feature": feature},

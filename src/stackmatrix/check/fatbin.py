@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import mmap
 import struct
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
 
 from stackmatrix.check._elffile import ELFFile
 
 FATBIN_MAGIC = 0xBA55ED50
 _MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
 _CONTAINER = struct.Struct("<IHHQ")
-_ENTRY = struct.Struct("<HHIQIIHHI")  # up to and including arch (32 bytes)
+# the fields up to arch (32 bytes), then flags @40 and the decompressed size @56
+_ENTRY = struct.Struct("<HHIQIIHHI8xQ8xQ")
 _MIN_ENTRY_HEADER = 64
+_SEARCH_CHUNK = 1 << 12  # bytes read at a time when looking past padding
 
 FLAG_64BIT = 0x1
 FLAG_DEBUG = 0x2
@@ -48,8 +50,7 @@ class FatbinError(ValueError):
     """A .nv_fatbin section that does not parse."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FatbinEntry:
+class FatbinEntry(NamedTuple):
     kind: Kind
     sm: int  # 90 for sm_90 / compute_90
     variant: Variant
@@ -91,56 +92,71 @@ class FatbinEntry:
         }
 
 
+# reads `n` bytes at `pos` (fewer at the end of the data)
+Reader = Callable[[int, int], bytes]
+
+
 def parse_fatbin(
     buf: bytes | memoryview | mmap.mmap, start: int = 0, end: int | None = None
 ) -> list[FatbinEntry]:
     """Every entry of every container in `buf[start:end]`, in file order."""
     end = len(buf) if end is None else end
+    return read_fatbin(lambda pos, n: bytes(buf[pos : pos + n]), start, end)
+
+
+def read_fatbin(read: Reader, start: int, end: int) -> list[FatbinEntry]:
+    """parse_fatbin over a reader: only the headers are read. From a file, each header
+    is one pread; touching them through a mapping cost a page fault per entry and their
+    unmapping, two thirds of `inspect`'s scan of sgl-kernel (issue 17, item 3)."""
     entries: list[FatbinEntry] = []
-    pos = _next_container(buf, start, end)
+    pos = _next_container(read, start, end)
     while pos is not None:
-        magic, _version, header_size, size = _CONTAINER.unpack_from(buf, pos)
+        magic, _version, header_size, size = _CONTAINER.unpack(read(pos, _CONTAINER.size))
         if magic != FATBIN_MAGIC or header_size < _CONTAINER.size:
             raise FatbinError(f"bad fatbin container header at offset {pos}")
         body, body_end = pos + header_size, pos + header_size + size
         if body_end > end:
             raise FatbinError(f"fatbin container at offset {pos} runs past its section")
-        entries.extend(_parse_entries(buf, body, body_end))
-        pos = _next_container(buf, body_end, end)
+        entries.extend(_parse_entries(read, body, body_end))
+        pos = _next_container(read, body_end, end)
     return entries
 
 
-def _next_container(buf: bytes | memoryview | mmap.mmap, pos: int, end: int) -> int | None:
+def _next_container(read: Reader, pos: int, end: int) -> int | None:
+    """`pos` when a container starts there, else the next one in the padding."""
     if pos + _CONTAINER.size > end:
         return None
-    if _CONTAINER.unpack_from(buf, pos)[0] == FATBIN_MAGIC:
+    head = read(pos, _CONTAINER.size)
+    if len(head) < _CONTAINER.size:
+        raise FatbinError(f"fatbin section runs past the end of the file (offset {pos})")
+    if head.startswith(_MAGIC_BYTES):
         return pos
-    # Containers are aligned inside the section; skip the padding between them.
-    if isinstance(buf, bytes | mmap.mmap):
-        found = buf.find(_MAGIC_BYTES, pos, end)
-    else:
-        found = bytes(buf[pos:end]).find(_MAGIC_BYTES)
-        found = found + pos if found >= 0 else found
-    return found if found >= 0 else None
+    while pos + _CONTAINER.size <= end:
+        chunk = read(pos, min(_SEARCH_CHUNK, end - pos))
+        found = chunk.find(_MAGIC_BYTES)
+        if found >= 0:
+            return pos + found
+        if len(chunk) < min(_SEARCH_CHUNK, end - pos):
+            return None  # the file ends before the section does
+        pos += len(chunk) - (len(_MAGIC_BYTES) - 1)  # a magic split across two chunks
+    return None
 
 
-def _parse_entries(buf: bytes | memoryview | mmap.mmap, pos: int, end: int) -> list[FatbinEntry]:
+def _parse_entries(read: Reader, pos: int, end: int) -> list[FatbinEntry]:
     out: list[FatbinEntry] = []
     while pos + _MIN_ENTRY_HEADER <= end:
-        kind, _ver, header_size, size, csize, _ext, _minor, _major, arch = _ENTRY.unpack_from(
-            buf, pos
+        kind, _ver, header_size, size, csize, _ext, _minor, _major, arch, flags, usize = (
+            _ENTRY.unpack(read(pos, _ENTRY.size))
         )
         if header_size < _MIN_ENTRY_HEADER or pos + header_size + size > end:
             raise FatbinError(f"bad fatbin entry header at offset {pos} (size {header_size})")
-        (flags,) = struct.unpack_from("<Q", buf, pos + 40)
-        (usize,) = struct.unpack_from("<Q", buf, pos + 56)
-        out.append(_entry(buf, pos, kind, header_size, size, arch, flags, usize, csize))
+        out.append(_entry(read, pos, kind, header_size, size, arch, flags, usize, csize))
         pos += header_size + size
     return out
 
 
 def _entry(
-    buf: bytes | memoryview | mmap.mmap,
+    read: Reader,
     pos: int,
     kind: int,
     header_size: int,
@@ -153,7 +169,7 @@ def _entry(
     compressed = bool(flags & (FLAG_COMPRESSED | FLAG_COMPRESSED_LZ4))
     compression = None
     if compressed:
-        head = bytes(buf[pos + header_size : pos + header_size + 4])
+        head = read(pos + header_size, 4)
         compression = "zstd" if head == _ZSTD_MAGIC else "lz4"
     variant: Variant = ""
     if flags & FLAG_ARCH_SPECIFIC:
@@ -180,4 +196,4 @@ def elf_fatbin_entries(elf: ELFFile) -> list[FatbinEntry]:
     sec = elf.section(".nv_fatbin")
     if sec is None or sec.size == 0:
         return []
-    return parse_fatbin(elf.buffer, sec.offset, sec.offset + sec.size)
+    return read_fatbin(elf.read_at, sec.offset, sec.offset + sec.size)

@@ -158,7 +158,9 @@ def _inspect_files(files: list[tuple[Path, Path]], targets: Sequence[str]) -> Ch
     unreadable: list[Finding] = []
     for sp, p in files:
         try:
-            results.append(extension.analyse(sp, p, ctx, index, Inventory(), resolve=False))
+            results.append(
+                extension.analyse(sp, p, ctx, index, Inventory(owners={}), resolve=False)
+            )
         except (OSError, ELFError) as exc:
             unreadable.append(scan.unreadable(p, exc, None))
     cov = extension.coverage_of(results, targets, (), ())

@@ -9,18 +9,17 @@ directory of extensions reads none, and they were a fifth of its start-up.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from stackmatrix import _log
 from stackmatrix.check._elffile import ELFFile
 from stackmatrix.check._elftypes import ELFError
 from stackmatrix.check.libs import cuda_major_of_soname
 
-log = logging.getLogger(__name__)
+log = _log.Logger(__name__)
 
 _LOCAL_CUDA = re.compile(r"^cu(\d{2,3})$")
 _SUFFIX_CUDA = re.compile(r"-cu(\d{2})$")
@@ -30,8 +29,7 @@ _CUDA_VERSIONED = re.compile(
 )
 
 
-@dataclass(frozen=True, kw_only=True)
-class Distribution:
+class Distribution(NamedTuple):
     name: str  # canonical (PEP 503)
     version: str
     local: str | None  # "cu128" of 2.9.1+cu128
@@ -53,10 +51,9 @@ class Distribution:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
-class Inventory:
+class Inventory(NamedTuple):
+    owners: dict[str, str]  # site-relative file -> dist name
     distributions: tuple[Distribution, ...] = ()
-    owners: dict[str, str] = field(default_factory=dict)  # site-relative file -> dist name
 
     def get(self, name: str) -> Distribution | None:
         if not self.distributions:

@@ -10,18 +10,18 @@ the loader reuses an already-loaded library whose soname matches.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
+from stackmatrix import _log
 from stackmatrix.check._elffile import ELFFile
 from stackmatrix.check._elftypes import DynamicInfo, ELFError
 from stackmatrix.findings import Finding, Severity
 
-log = logging.getLogger(__name__)
+log = _log.Logger(__name__)
 
 _MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 _MAX_LINK_HOPS = 40
@@ -42,20 +42,18 @@ def cuda_major_of_soname(soname: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@dataclass(frozen=True, kw_only=True)
-class SearchContext:
+class SearchContext(NamedTuple):
     root: Path
     process_dirs: tuple[Path, ...] = ()  # libraries a Python process has loaded already
     system_dirs: tuple[Path, ...] = ()
     ld_library_path: tuple[Path, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class Closure:
+class Closure(NamedTuple):
     """The needed closure of one object."""
 
-    resolved: dict[str, Path] = field(default_factory=dict)  # soname -> host path
-    missing: dict[str, Path] = field(default_factory=dict)  # soname -> first object needing it
+    resolved: dict[str, Path]  # soname -> host path
+    missing: dict[str, Path]  # soname -> first object needing it
 
 
 def in_root(root: Path, path: str | Path) -> Path:
@@ -131,8 +129,7 @@ def search_context(
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class LibInfo:
+class LibInfo(NamedTuple):
     path: Path
     machine: int
     is64: bool
@@ -248,7 +245,7 @@ def needed_closure(path: Path, ctx: SearchContext, index: LibraryIndex) -> Closu
     """Resolve `path`'s DT_NEEDED libraries and theirs, breadth first."""
     root_info = index.info(path)
     if root_info is None:
-        return Closure()
+        return Closure(resolved={}, missing={})
     resolved: dict[str, Path] = {}
     missing: dict[str, Path] = {}
     queue: list[tuple[LibInfo, tuple[Path, ...]]] = [(root_info, ())]

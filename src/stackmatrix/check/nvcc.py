@@ -25,7 +25,7 @@ import mmap
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +220,6 @@ def check(
     found = nvcc_findings(nvcc, looked, torch_cuda=torch_cuda, jit_users=users, cell=cell)
     if nvcc is None and ptxas and found:
         f = found[0]
-        found = [replace(f, message=f"{f.message} (only ptxas is there: {', '.join(ptxas)})",
+        found = [f._replace(message=f"{f.message} (only ptxas is there: {', '.join(ptxas)})",
                          details={**f.details, "ptxas": ptxas})]  # fmt: skip
     return data, found

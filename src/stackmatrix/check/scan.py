@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from stackmatrix.check._elffile import ELFFile
 from stackmatrix.check._elftypes import DynamicInfo, DynSymbol, ELFError
@@ -12,13 +12,12 @@ from stackmatrix.check.fatbin import FatbinEntry, FatbinError, elf_fatbin_entrie
 from stackmatrix.findings import Finding, Severity
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExtensionScan:
+class ExtensionScan(NamedTuple):
     path: Path
     dynamic: DynamicInfo
     symbols: tuple[DynSymbol, ...]  # () when scanned without names (with_symbols=False)
     undefined_count: int  # undefined, not weak: what `inspect` prints
-    version_needs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    version_needs: dict[str, tuple[str, ...]]
     fatbin: tuple[FatbinEntry, ...] = ()
 
     @property

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from stackmatrix.check import coverage, extension, libs, scan
 from stackmatrix.check._elftypes import ELFError
@@ -23,11 +22,10 @@ from stackmatrix.findings import Finding, Severity
 Verdict = Literal["compatible", "warnings", "incompatible", "nothing-judged"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class CheckOutcome:
+class CheckOutcome(NamedTuple):
     verdict: Verdict
-    findings: list[Finding] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding]
+    data: dict[str, Any]
 
 
 def verdict_of(findings: Sequence[Finding]) -> Verdict:

@@ -2,36 +2,44 @@
 
 from __future__ import annotations
 
-import logging
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from stackmatrix import _log
 from stackmatrix.check._elftypes import DynSymbol
 from stackmatrix.check.libs import Closure, LibraryIndex
 from stackmatrix.findings import Finding, Severity
 
-log = logging.getLogger(__name__)
+log = _log.Logger(__name__)
 
-# (pattern on the demangled name, library expected to provide it); first match wins
-_PROVIDERS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^(?:_?Py|PyInit_)"), "python"),
-    (re.compile(r"c10::cuda::|c10_cuda"), "libc10_cuda.so"),
-    (re.compile(r"^(?:\S+ )?\(?(?:anonymous namespace\)::)?c10::|^c10::"), "libc10.so"),
-    (re.compile(r"\bc10::"), "libc10.so"),
-    (re.compile(r"\b(?:at::cuda|torch::cuda|at::native::\w*cuda)", re.I), "libtorch_cuda.so"),
-    (re.compile(r"\btorch::(?:python|jit::python|detail::\w*Py)|\bTHP"), "libtorch_python.so"),
-    (re.compile(r"\b(?:at|torch|caffe2)::"), "libtorch_cpu.so"),
-    (re.compile(r"^cu[A-Z]"), "libcuda.so.1"),
-    (re.compile(r"^(?:cuda[A-Z]|__cuda)"), "libcudart"),
-    (re.compile(r"^cublasLt"), "libcublasLt"),
-    (re.compile(r"^cublas"), "libcublas"),
-    (re.compile(r"^nvrtc"), "libnvrtc"),
-    (re.compile(r"^nccl"), "libnccl"),
-    (re.compile(r"^numa_"), "libnuma.so.1"),
+# (pattern on the demangled name, flags, library expected to provide it); first match
+# wins. Compiled when first needed: `inspect` never asks (issue 17, item 3).
+_PROVIDER_PATTERNS: tuple[tuple[str, int, str], ...] = (
+    (r"^(?:_?Py|PyInit_)", 0, "python"),
+    (r"c10::cuda::|c10_cuda", 0, "libc10_cuda.so"),
+    (r"^(?:\S+ )?\(?(?:anonymous namespace\)::)?c10::|^c10::", 0, "libc10.so"),
+    (r"\bc10::", 0, "libc10.so"),
+    (r"\b(?:at::cuda|torch::cuda|at::native::\w*cuda)", re.I, "libtorch_cuda.so"),
+    (r"\btorch::(?:python|jit::python|detail::\w*Py)|\bTHP", 0, "libtorch_python.so"),
+    (r"\b(?:at|torch|caffe2)::", 0, "libtorch_cpu.so"),
+    (r"^cu[A-Z]", 0, "libcuda.so.1"),
+    (r"^(?:cuda[A-Z]|__cuda)", 0, "libcudart"),
+    (r"^cublasLt", 0, "libcublasLt"),
+    (r"^cublas", 0, "libcublas"),
+    (r"^nvrtc", 0, "libnvrtc"),
+    (r"^nccl", 0, "libnccl"),
+    (r"^numa_", 0, "libnuma.so.1"),
 )
+
+
+@functools.cache
+def _providers() -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(pattern, flags), lib) for pattern, flags, lib in _PROVIDER_PATTERNS)
+
+
 _TORCH_LIBS = (
     "libc10.so",
     "libc10_cuda.so",
@@ -47,8 +55,7 @@ _CXX11 = "cxx11"
 _OLD_STRING = re.compile(r"[RP]K?Ss")
 
 
-@dataclass(frozen=True, kw_only=True)
-class UnresolvedGroup:
+class UnresolvedGroup(NamedTuple):
     provider: str  # the library expected to define these symbols
     provider_missing: bool  # that library was not found (see SM-LIB-MISSING)
     symbols: tuple[str, ...]  # demangled
@@ -64,16 +71,14 @@ class UnresolvedGroup:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
-class VersionProblem:
+class VersionProblem(NamedTuple):
     soname: str
     required: tuple[str, ...]
     provided_by: Path
     missing: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
-class SymbolReport:
+class SymbolReport(NamedTuple):
     undefined_count: int
     groups: tuple[UnresolvedGroup, ...] = ()
     cxx11_abi: bool | None = None
@@ -102,7 +107,7 @@ def demangle(names: Sequence[str]) -> list[str]:
 def provider_of(symbol: DynSymbol, demangled: str) -> str:
     if symbol.version_file:
         return symbol.version_file
-    for pattern, provider in _PROVIDERS:
+    for pattern, provider in _providers():
         if pattern.search(demangled) or pattern.search(symbol.name):
             return provider
     return "unknown"

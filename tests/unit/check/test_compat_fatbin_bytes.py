@@ -69,3 +69,20 @@ def test_truncated_entry_is_an_error() -> None:
 
 def test_no_container_means_no_entries() -> None:
     assert parse_fatbin(b"\0" * 64) == []
+
+
+@pytest.mark.parametrize("pad", [8, 4092, 4093, 4095, 4096, 4097, 3 * 4096 + 5])
+def test_padding_of_any_length_between_containers(pad: int) -> None:
+    """The padding is searched a page at a time: a magic split across two reads is found."""
+    first = _container(_entry(2, 90, 0x11, b"x" * 24))
+    second = _container(_entry(2, 80, 0x11, b"w" * 8))
+    entries = parse_fatbin(first + b"\0" * pad + second + b"\0" * 5)
+    assert [e.arch for e in entries] == ["sm_90", "sm_80"]
+
+
+def test_a_section_past_the_end_of_the_data_is_an_error() -> None:
+    """A truncated file whose .nv_fatbin lies past its end is corrupt, not "no GPU code"."""
+    with pytest.raises(FatbinError, match="past the end"):
+        parse_fatbin(b"\0" * 8, 0, 64)
+    with pytest.raises(FatbinError, match="past the end"):
+        parse_fatbin(b"", 1 << 40, (1 << 40) + 64)

@@ -61,14 +61,16 @@ def test_symbols_undefined_abi_and_versions() -> None:
             missing=("GLIBC_2.38",),
         ),
     )
-    linked = libs.Closure(resolved={"libc10.so": Path("/t/libc10.so")})
+    linked = libs.Closure(resolved={"libc10.so": Path("/t/libc10.so")}, missing={})
     found = symbols.symbol_findings(report, versions, linked, "x.so", "c")
     assert _codes(found) == [
         ("SM-SYM-UNDEFINED", Severity.FAIL),
         ("SM-CXX-ABI", Severity.FAIL),
         ("SM-GLIBC", Severity.FAIL),
     ]
-    unlinked = symbols.symbol_findings(report, (), libs.Closure(), "x.so", "c")
+    unlinked = symbols.symbol_findings(
+        report, (), libs.Closure(resolved={}, missing={}), "x.so", "c"
+    )
     assert _codes(unlinked)[0] == ("SM-SYM-GLOBAL", Severity.WARN)
 
 

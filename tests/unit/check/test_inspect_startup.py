@@ -34,6 +34,12 @@ NOT_FOR_A_DIRECTORY = (
     "stackmatrix.check.environment",
     "stackmatrix.check.scancache",
     "stackmatrix.check.probe",
+    # the pipeline's and the other commands' (this session's measurement: a third of
+    # inspect's whole process on sgl-kernel was these imports and their parsers)
+    "argparse",  # `[-v] inspect PATH [--target X]... [--json]` is read by cli._plain_inspect
+    "logging",  # _log.Logger imports it at the first message
+    "dataclasses",  # the check records are named tuples
+    "inspect",  # the standard library's, which dataclasses imports
 )
 
 _RUN = """
@@ -75,3 +81,107 @@ def test_a_target_that_is_not_an_arch_is_a_usage_error(
     assert main(["inspect", str(tmp_path), "--target", "foo"]) == 2
     err = capsys.readouterr().err
     assert "inspect --target: not a GPU arch: 'foo'" in err and "Traceback" not in err
+
+
+# --- the command line read without argparse ------------------------------------------------
+
+PLAIN = [
+    ["inspect", "x"],
+    ["inspect", "x", "--json"],
+    ["-v", "inspect", "--json", "x"],
+    ["--verbose", "-v", "inspect", "x", "--target", "sm_90", "--target=sm_120a"],
+    ["inspect", "--target=", "x"],
+    ["inspect", "a b/c.so", "--json", "--json"],
+]
+NOT_PLAIN = [
+    ["inspect"],  # no path: argparse's usage error
+    ["inspect", "x", "y"],
+    ["inspect", "x", "--js"],  # argparse takes abbreviations; so it reads this one
+    ["inspect", "x", "-h"],
+    ["inspect", "--", "-x"],
+    ["inspect", "x", "--target"],
+    ["inspect", "x", "--target", "--json"],
+    ["inspect", "-"],
+    ["inspect", "x", "-v"],
+    ["validate", "x"],
+    ["-h"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN)
+def test_a_plain_inspect_is_read_as_argparse_reads_it(argv: list[str]) -> None:
+    from stackmatrix.cli import _parser, _plain_inspect
+
+    fast = _plain_inspect(argv)
+    assert fast is not None
+    assert vars(fast) == vars(_parser("inspect").parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", NOT_PLAIN)
+def test_any_other_form_is_left_to_argparse(argv: list[str]) -> None:
+    from stackmatrix.cli import _plain_inspect
+
+    assert _plain_inspect(argv) is None
+
+
+def test_argparse_still_says_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    from stackmatrix.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["inspect", "x", "--bogus"])
+    assert exc.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+# --- logging set up by the first message ----------------------------------------------------
+
+_LOG = """
+import sys
+from stackmatrix import _log
+_log.configure(verbose=sys.argv[1] == "-v", now=False)
+before = "logging" in sys.modules
+_log.Logger("stackmatrix.check.libs").debug("skipping %s", "libx.so")
+_log.Logger("stackmatrix.check.symbols").info("c++filt not found")
+print(before, "logging" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("verbose", [True, False])
+def test_logging_is_set_up_by_the_first_message(verbose: bool) -> None:
+    out = subprocess.run([sys.executable, "-c", _LOG, "-v" if verbose else "-q"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert out.stdout.split() == ["False", "True"]
+    assert "INFO stackmatrix.check.symbols: c++filt not found" in out.stderr
+    debug = "DEBUG stackmatrix.check.libs: skipping libx.so"
+    assert (debug in out.stderr) is verbose
+
+
+def test_used_as_a_library_logging_is_left_to_the_caller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from stackmatrix import _log
+
+    root_handlers = list(logging.getLogger().handlers)
+    with caplog.at_level(logging.DEBUG, logger="stackmatrix.check.libs"):
+        _log.Logger("stackmatrix.check.libs").debug("skipping %s", "liby.so")
+    assert caplog.messages == ["skipping liby.so"]
+    assert logging.getLogger().handlers == root_handlers  # no basicConfig of ours
+
+
+# --- the records ----------------------------------------------------------------------------
+
+
+def test_each_finding_has_its_own_details_and_survives_copying() -> None:
+    import copy
+
+    from stackmatrix.findings import Finding, Severity
+
+    a = Finding(code="SM-X", severity=Severity.WARN, message="m")
+    b = Finding(code="SM-X", severity=Severity.WARN, message="m")
+    assert a == b and a.details == {} and a.details is not b.details
+    changed = a._replace(message="n", details={"k": 1})
+    assert isinstance(changed, Finding) and changed.message == "n" and a.message == "m"
+    assert copy.deepcopy(changed) == changed  # through __reduce_ex__, as pickle would
+    assert Finding.from_dict(changed.to_dict()) == changed
