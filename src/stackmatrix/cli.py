@@ -375,7 +375,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from stackmatrix.check.coverage import parse_target
     from stackmatrix.check.inspection import inspect_path
-    from stackmatrix.check.render import render_text
 
     if not args.path.exists():
         raise UsageError(f"{args.path}: no such file or directory")
@@ -399,6 +398,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             )
         )
     else:
+        from stackmatrix.check.render import render_text
+
         print(render_text(outcome))
     if outcome.verdict == "nothing-judged":
         reasons = [f.message for f in outcome.findings if f.code != "SM-NOTHING-JUDGED"]
