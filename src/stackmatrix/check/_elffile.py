@@ -180,6 +180,12 @@ class ELFFile:
         end = table.find("\0", offset)
         return table[offset:] if end < 0 else table[offset:end]
 
+    def _require_section(self, index: int) -> None:
+        """A link to a section that is not there makes the table corrupt (IndexError, an
+        ELFError to the caller) whether or not a string is read through it: the readers
+        that read one string at a time reject what the whole-table readers reject."""
+        _ = self.sections[index]  # the IndexError _strtab(index) would raise, word for word
+
     def _string(self, index: int, offset: int) -> str:
         """_cstr(_strtab(index), offset), without decoding the whole table when it is not
         decoded yet: .dynamic and the version tables name a few strings of a .dynstr of
@@ -235,7 +241,7 @@ class ELFFile:
         if index is None:
             return DynamicInfo()
         _n, _t, offset, size, link, _i, _e = self.sections[index]
-        self.sections[link]
+        self._require_section(link)
         fmt = self.endian + ("qQ" if self.is64 else "iI")
         needed: list[str] = []
         soname: str | None = None
@@ -263,7 +269,7 @@ class ELFFile:
         if index is None:
             return {}
         _n, _t, offset, _s, link, count, _e = self.sections[index]
-        self.sections[link]
+        self._require_section(link)
         out: dict[int, tuple[str, str]] = {}
         pos, e = offset, self.endian
         for _ in range(count):
@@ -293,7 +299,7 @@ class ELFFile:
         if index is None:
             return {}
         _n, _t, offset, _s, link, count, _e = self.sections[index]
-        self.sections[link]
+        self._require_section(link)
         out: dict[int, str] = {}
         pos, e = offset, self.endian
         for _ in range(count):
@@ -326,7 +332,8 @@ class ELFFile:
             strings = self._strtab(link)
             fmt = "IBBHQQ" if self.is64 else "IIIBBH"
         else:
-            strings, _link = "", self.sections[link]
+            strings = ""
+            self._require_section(link)
             fmt = "4xBxH16x" if self.is64 else "12xBxH"  # the same row sizes, 24 and 16
         rows = list(struct.iter_unpack(self.endian + fmt, self._mm[offset : offset + size]))
         if names and not self.is64:  # normalise to (name, info, other, shndx)
