@@ -17,7 +17,7 @@ from stackmatrix.spec_names import PIPELINE_PHASES as PIPELINE_PHASES
 Backend = Literal["venv", "current", "docker"]
 EngineName = Literal["sglang", "vllm", "transformers", "external"]
 WorkloadKind = Literal["random", "file"]
-Order = Literal["interleaved", "sequential", "random"]
+Order = Literal["balanced", "interleaved", "sequential", "random"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,14 +77,20 @@ class LoadPoint:
     metric: str = "output_throughput"  # what the report compares at this point
 
 
+MAX_ROUNDS = 1000  # measured rounds of one workload in one launch, min_duration_s included
+
+
 @dataclass(frozen=True, kw_only=True)
 class Bench:
     engine: EngineName = "transformers"
     model: str = ""
     url: str | None = None  # engine = "external"
     server_args: tuple[str, ...] = ()
-    launches: int = 1  # server launches per cell (the unit of repetition)
-    rounds: int = 3  # measured rounds per launch
+    launches: int = 1  # server launches per cell (the unit of repetition); adaptive: the most
+    # adaptive launches (`launches = {min, max}`): at least this many, then one more cycle
+    # at a time until every cell is decided or `launches` is reached; None: fixed
+    min_launches: int | None = None
+    rounds: int = 3  # measured rounds per launch (at least: min_duration_s)
     # discarded launches per cell before the measured ones (a machine's first launch
     # runs with cold caches: page cache, GPU clocks, compile caches)
     warmup_launches: int = 0
@@ -94,13 +100,22 @@ class Bench:
     points: tuple[LoadPoint, ...] = ()
     # worker processes of the client (docs/bench.md; issue 17): 1 runs it in-process
     client_workers: int | Literal["auto"] = 1
+    # warm-up batches before the headline's first round of each launch until the server
+    # is steady (bench/_steady.py): a fixed count of warm-up requests is no proof of a
+    # warm server. false: only the workload's fixed warm-up, as before the key existed.
+    steady_warmup: bool = True
+    warmup_max_batches: int = 8
+    steady_tolerance: float = 0.05  # relative change of median TPOT between two batches
+    # more headline rounds until the measured ones last this long (0: off); a launch
+    # measured in 2 s is dominated by noise
+    min_duration_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReportPolicy:
     headline: str = "output_throughput"
     confidence: float = 0.95
-    min_effect: float = 0.02  # relative changes smaller than this are "no significant change"
+    min_effect: float = 0.02  # the equivalence margin: changes within +-min_effect are "equivalent"
     fail_on: tuple[str, ...] = ()  # "incompatible", "regression", "failed"
     explain: bool = False  # `run` explains every slower or faster cell (stackmatrix explain)
     explain_rounds: int = 4  # at most this many measuring rounds per explained cell
@@ -117,8 +132,8 @@ class Spec:
     description: str = ""
     bench: Bench | None = None
     report: ReportPolicy = field(default_factory=ReportPolicy)
-    order: Order = "interleaved"
-    order_seed: int = 0
+    order: Order = "balanced"
+    order_seed: int | None = None  # None: drawn at the first bench and recorded
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:

@@ -495,3 +495,39 @@ def test_a_warmup_smaller_than_the_measured_batch_is_warned_about() -> None:
     assert "use warmup >= 16" in lines[0] and "use warmup >= 8" in lines[1]
     headline["warmup"] = 0  # no warm-up asked for the headline: only c8 is said
     assert len(warmup_advice(parse_spec(raw).bench)) == 1
+
+
+def test_steady_warmup_and_min_duration_keys() -> None:
+    def bench(**keys: object) -> dict[str, object]:
+        return {**MINIMAL, "bench": {"model": "/m", **keys}}
+
+    spec = parse_spec(bench())
+    assert spec.bench is not None and spec.bench.steady_warmup is True
+    assert (spec.bench.warmup_max_batches, spec.bench.steady_tolerance) == (8, 0.05)
+    assert spec.bench.min_duration_s == 0.0
+    keys = {"steady_warmup": False, "warmup_max_batches": 3, "steady_tolerance": 0.1,
+            "min_duration_s": 30}  # fmt: skip
+    spec = parse_spec(bench(**keys))
+    assert spec.bench is not None and not spec.bench.steady_warmup
+    assert (spec.bench.warmup_max_batches, spec.bench.steady_tolerance) == (3, 0.1)
+    assert spec.bench.min_duration_s == 30.0
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("steady_warmup", "yes", "bench.steady_warmup: expected true or false, got"),
+        ("warmup_max_batches", 0, "bench.warmup_max_batches: 0 is below the minimum 1"),
+        ("warmup_max_batches", 1001, "bench.warmup_max_batches: 1001 is above the maximum 1000"),
+        ("warmup_max_batches", 2.5, "bench.warmup_max_batches: expected an integer, got"),
+        ("steady_tolerance", 0, "bench.steady_tolerance: 0: expected a relative change strictly"),
+        ("steady_tolerance", 1.0, "bench.steady_tolerance: 1.0: expected a relative change"),
+        ("steady_tolerance", 5, "bench.steady_tolerance: 5 is outside [0.0, 1.0]"),
+        ("steady_tolerance", "5%", "bench.steady_tolerance: expected a number, got"),
+        ("min_duration_s", -1, "bench.min_duration_s: -1 is outside [0.0, 86400.0]"),
+        ("min_duration_s", 86401, "bench.min_duration_s: 86401 is outside [0.0, 86400.0]"),
+    ],
+)
+def test_bad_steady_and_duration_keys_are_named(key: str, value: object, message: str) -> None:
+    [text] = problems({**MINIMAL, "bench": {"model": "/m", key: value}})
+    assert text.startswith(message), text

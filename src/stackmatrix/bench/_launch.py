@@ -1,9 +1,11 @@
-"""One server launch: start it (or reach the external one), measure the headline's
-rounds and then each load point's on the same server, stop it, and its record."""
+"""One server launch: start it (or reach the external one), warm it up until steady,
+measure the headline's rounds and then each load point's on the same server, stop it,
+and its record."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,11 +17,14 @@ from stackmatrix._secrets import redact, redact_argv
 from stackmatrix.bench import _workers as client_workers
 from stackmatrix.bench import envfacts, metrics, server, workload
 from stackmatrix.bench._cell import CellState, round_summary
+from stackmatrix.bench._steady import FALLBACK_BATCH, SteadyLog, batch_figures, judge
 from stackmatrix.bench.client import ClientOptions, RoundOutcome, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, package_version
 from stackmatrix.records import LaunchRecord, PointRun, RoundRecord
 from stackmatrix.results import now_iso
-from stackmatrix.spec_model import Bench, LoadPoint, Workload
+from stackmatrix.spec_model import MAX_ROUNDS, Bench, LoadPoint, Workload
+
+log = logging.getLogger(__name__)
 
 Points = Sequence[tuple[LoadPoint, workload.WorkloadSet]]
 
@@ -55,6 +60,8 @@ class Launch:
     teardown: dict[str, Any] | None = None
     finished: str | None = None
     after: dict[str, Any] | None = None
+    steady: SteadyLog | None = None  # the headline's warm-up batches (bench.steady_warmup)
+    min_duration_s: float = 0.0
 
     def record(self, *, measured: bool) -> LaunchRecord:
         """Its record: a measured launch's says what the engine ran and summarizes a
@@ -79,8 +86,18 @@ class Launch:
             finished=self.finished,
             summary=round_summary(self.rounds),
             effective_config=redact(config.flat) if config is not None else None,
-            extra={"teardown": self.teardown},
+            extra=self._extra(),
         )
+
+    def _extra(self) -> dict[str, Any]:
+        """teardown, and with them on, the steady warm-up and the minimum duration (off,
+        the record is as it was before they existed)."""
+        extra: dict[str, Any] = {"teardown": self.teardown}
+        if self.steady is not None:
+            extra["steady"] = self.steady.to_dict()
+        if self.min_duration_s > 0:
+            extra["min_duration_s"] = self.min_duration_s
+        return extra
 
 
 def run_launch(
@@ -93,7 +110,7 @@ def run_launch(
     wl: workload.WorkloadSet,
     points: Points = (),
 ) -> Launch:
-    launch = Launch(index=k, sequence=seq)
+    launch = Launch(index=k, sequence=seq, min_duration_s=bench.min_duration_s)
     log_path = st.cell_dir.file(layout.server_log(k))
     args = [*bench.server_args, *st.server_args]
     args += engine.pinned_args(args, seed=bench.workload.seed)
@@ -158,7 +175,11 @@ def _measure(
     server, after them) into `launch.points[name]` (files: layout.requests_file)."""
     rounds = _Rounds(bench=bench, engine=engine, st=st, srv=srv, model=model, k=launch.index)
     if point is None:
-        rounds.run(bench.workload, wl, None, launch.rounds)
+        if bench.steady_warmup:
+            launch.steady = SteadyLog(
+                max_batches=bench.warmup_max_batches, tolerance=bench.steady_tolerance
+            )
+        rounds.run(bench.workload, wl, None, launch.rounds, launch.steady)
         return
     entry = _PointRounds()
     launch.points = {**(launch.points or {}), point.name: entry}
@@ -178,9 +199,17 @@ class _Rounds:
     k: int | str
 
     def run(
-        self, wk: Workload, wl: workload.WorkloadSet, point: str | None, out: list[RoundRecord]
+        self,
+        wk: Workload,
+        wl: workload.WorkloadSet,
+        point: str | None,
+        out: list[RoundRecord],
+        steady: SteadyLog | None = None,
     ) -> None:
-        """`bench.rounds` measured rounds of `wl`, each appended to `out` as it ends."""
+        """`bench.rounds` measured rounds of `wl` (for the headline, more until they
+        last `bench.min_duration_s`), each appended to `out` as it ends; with `steady`,
+        warm-up batches until the server is steady first, in place of round 1's
+        fixed warm-up."""
         opts = ClientOptions(
             base_url=self.srv.base_url,
             model=self.model,
@@ -189,8 +218,11 @@ class _Rounds:
             ignore_eos=wk.ignore_eos and self.engine.accepts_ignore_eos,
             workers=_client_workers(self.bench, wk),
         )
-        for r in range(1, self.bench.rounds + 1):
-            record, outcome = self._round(opts, wl, r, point)
+        first_warm = self._warm_until_steady(opts, wl, steady) if steady is not None else None
+        r = 0
+        while self._more(r, out, point):
+            r += 1
+            record, outcome = self._round(opts, wl, r, point, first_warm if r == 1 else None)
             out.append(record)
             if not self.srv.alive():
                 raise server.ServerFailed(self.srv.exit_message())
@@ -202,14 +234,52 @@ class _Rounds:
                     code="requests_failed",
                 )
 
+    def _more(self, done: int, out: Sequence[RoundRecord], point: str | None) -> bool:
+        """Another round? `bench.rounds` of them; for the headline, more until their
+        durations add up to `bench.min_duration_s` (a launch of a few seconds is
+        dominated by noise), at most MAX_ROUNDS."""
+        if done < self.bench.rounds:
+            return True
+        if point is not None or done >= MAX_ROUNDS:
+            return False
+        measured = sum(float(x.metrics.get("duration_s") or 0.0) for x in out)
+        return measured < self.bench.min_duration_s
+
+    def _warm_until_steady(
+        self, opts: ClientOptions, wl: workload.WorkloadSet, steady: SteadyLog
+    ) -> int:
+        """Warm-up batches at the measured concurrency, figures discarded, until one is
+        steady (bench/_steady.py judge) or `steady.max_batches` ran; each is kept in
+        `steady`. A server never steady is still measured: its record says so. The
+        last batch's failed requests, which stand for round 1's warm-up errors."""
+        batch = wl.warmup or wl.measured[:FALLBACK_BATCH]
+        warm_opts = dataclasses.replace(opts, use_arrivals=False)
+        prev = None
+        for _ in range(steady.max_batches):
+            cur = batch_figures(run_round(batch, warm_opts).records)
+            verdict = judge(cur, prev, steady.tolerance)
+            steady.batches.append((cur, verdict))
+            if not self.srv.alive():
+                raise server.ServerFailed(self.srv.exit_message())
+            if verdict.steady:
+                return cur.errors
+            prev = cur
+        log.warning("launch %s: not steady after %d warm-up batches (%s); measured anyway",
+                    self.k, steady.max_batches, steady.batches[-1][1].reason)  # fmt: skip
+        return steady.batches[-1][0].errors
+
     def _round(
-        self, opts: ClientOptions, wl: workload.WorkloadSet, r: int, point: str | None
+        self,
+        opts: ClientOptions,
+        wl: workload.WorkloadSet,
+        r: int,
+        point: str | None,
+        warm_errors: int | None = None,
     ) -> tuple[RoundRecord, RoundOutcome]:
-        warm_errors = 0
-        if wl.warmup:
-            # Warm-up at the measured concurrency and lengths; its figures are discarded.
-            warm = run_round(wl.warmup, dataclasses.replace(opts, use_arrivals=False))
-            warm_errors = sum(not rec.ok for rec in warm.records)
+        """One measured round, after its fixed warm-up unless one ran already
+        (`warm_errors` given: the steady warm-up's)."""
+        if warm_errors is None:
+            warm_errors = self._fixed_warmup(opts, wl)
         outcome = run_round(wl.measured, opts)
         name = layout.requests_file(self.k, r, point)
         records = [x.to_dict() for x in outcome.records]
@@ -223,6 +293,15 @@ class _Rounds:
             extra=client_cpu(outcome, figures),
         )
         return record, outcome
+
+    @staticmethod
+    def _fixed_warmup(opts: ClientOptions, wl: workload.WorkloadSet) -> int:
+        """`wl.warmup` at the measured concurrency and lengths, figures discarded; its
+        failed requests."""
+        if not wl.warmup:
+            return 0
+        warm = run_round(wl.warmup, dataclasses.replace(opts, use_arrivals=False))
+        return sum(not rec.ok for rec in warm.records)
 
 
 def _client_workers(bench: Bench, wk: Workload) -> int:

@@ -35,7 +35,8 @@ def warm_up(
     if not bench.warmup_launches or engine.name == "external":
         return
     cells = list(dict.fromkeys(cid for cid, _ in slots))
-    one_round = dataclasses.replace(bench, rounds=1)
+    # one round: a minimum duration is for measured launches
+    one_round = dataclasses.replace(bench, rounds=1, min_duration_s=0.0)
     for w in range(1, bench.warmup_launches + 1):
         for cid in cells:
             st = states[cid]

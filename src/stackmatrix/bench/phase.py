@@ -18,12 +18,14 @@ import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stackmatrix import _atomic, layout
-from stackmatrix.bench import envfacts, leftovers, schedule, workload
+from stackmatrix.bench import adaptive, envfacts, leftovers, schedule, workload
 from stackmatrix.bench._cell import CellState, finish, record_launch
 from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
@@ -73,29 +75,24 @@ def run_bench_phase(
             say(cid, f"bench {prepared.status.value}: {prepared.message}")
         else:
             states[cid] = prepared
-    pending = {
-        cid: list(range(len(st.launches) + 1, bench.launches + 1)) for cid, st in states.items()
-    }
-    slots = schedule.schedule(pending, list(cell_ids), order, spec.order_seed)
-    for st in states.values():
-        planned = {"order": order, "order_seed": spec.order_seed}
-        st.data = dataclasses.replace(st.data, extra={**st.data.extra, "order": planned})
-    _write_schedule(run_dir, order, spec.order_seed, slots)
-    model = _model(bench, spec_dir)
+    plan = adaptive.Plan.of(bench)
+    seed = _seed(spec, run_dir)
+    cycles = _Cycles(spec=spec, bench=bench, engine=engine, states=states, model=_model(bench, spec_dir), wl=wl,
+                     wl_hash=wl_hash, points=points, say=say, order=order, seed=seed,
+                     run_dir=run_dir)  # fmt: skip
     try:
-        warm_up(bench, engine, states, slots, model, wl, say, points)
-        for seq, (cid, k) in enumerate(slots, start=1):
-            st = states[cid]
-            if st.failed:
-                continue
-            say(cid, f"launch {k}/{bench.launches} ({seq}/{len(slots)} overall)")
-            try:
-                run = run_launch(bench, engine, st, k, seq, model, wl, points)
-                launch = run.record(measured=True)
-                record_launch(st, launch, run.config, bench=bench, engine=engine, wl_hash=wl_hash)
-            except Exception as exc:  # a crash of ours fails this cell, not the run
-                st.crash(exc, f"launch {k}")
-                say(cid, f"bench failed: {st.result.message}")
+        cycles.run(list(cell_ids), plan.low, warm=True)
+        while plan.adaptive:
+            verdicts = adaptive.look(spec, plan, states, list(states))
+            more = adaptive.next_cells(spec, plan, states, verdicts)
+            _record_plan(states, plan, verdicts, stopped=not more)
+            for cid, c in verdicts.items():
+                say(cid, f"after {len(states[cid].launches)} launch(es): {c.verdict.value}"
+                    + ("" if more else " (final)"))  # fmt: skip
+            if not more:
+                break
+            target = min(plan.high, max(len(states[c].launches) for c in more) + 1)
+            cycles.run(more, target, warm=False)
     except BaseException:
         for st in states.values():
             if st.result.status is Status.INTERRUPTED:
@@ -105,6 +102,93 @@ def run_bench_phase(
         final[cid] = finish(st, bench)
         say(cid, f"bench {final[cid].status.value}: {final[cid].message}")
     return {cid: final[cid] for cid in cell_ids if cid in final}
+
+
+@dataclass(kw_only=True)
+class _Cycles:
+    """Runs cycles of launches: each cell's launches up to a target count, in the
+    schedule's order, every slot recorded in the schedule file as it is planned."""
+
+    spec: Spec
+    bench: Bench
+    engine: Engine
+    states: Mapping[str, CellState]
+    model: str
+    wl: workload.WorkloadSet
+    wl_hash: str
+    points: Points
+    say: Progress
+    order: str
+    seed: int
+    run_dir: RunDir
+    seq: int = 0
+
+    def run(self, cells: Sequence[str], target: int, *, warm: bool) -> None:
+        pending = {
+            cid: list(range(len(self.states[cid].launches) + 1, target + 1))
+            for cid in cells
+            if cid in self.states and not self.states[cid].failed
+        }
+        slots = schedule.schedule(pending, list(self.spec_order()), self.order, self.seed)
+        for st in self.states.values():
+            planned = {"order": self.order, "order_seed": self.seed}
+            st.data = dataclasses.replace(st.data, extra={**st.data.extra, "order": planned})
+        if warm or slots:
+            _write_schedule(self.run_dir, self.order, self.seed, slots)
+        if warm:
+            warm_up(self.bench, self.engine, self.states, slots, self.model, self.wl, self.say,
+                    self.points)  # fmt: skip
+        for cid, k in slots:
+            self.seq += 1
+            self._launch(cid, k, len(slots))
+
+    def spec_order(self) -> list[str]:
+        return [c.id for c in self.spec.cells if c.id in self.states]
+
+    def _launch(self, cid: str, k: int, planned: int) -> None:
+        st = self.states[cid]
+        if st.failed:
+            return
+        self.say(cid, f"launch {k} of at most {self.bench.launches} (slot {self.seq})")
+        try:
+            run = run_launch(self.bench, self.engine, st, k, self.seq, self.model, self.wl,
+                             self.points)  # fmt: skip
+            launch = run.record(measured=True)
+            record_launch(st, launch, run.config, bench=self.bench, engine=self.engine,
+                          wl_hash=self.wl_hash)  # fmt: skip
+        except Exception as exc:  # a crash of ours fails this cell, not the run
+            st.crash(exc, f"launch {k}")
+            self.say(cid, f"bench failed: {st.result.message}")
+
+
+def _seed(spec: Spec, run_dir: RunDir) -> int:
+    """The spec's order_seed, else the one an earlier session of these results drew,
+    else a new one (recorded in the schedule file: the order can be replayed)."""
+    if spec.order_seed is not None:
+        return spec.order_seed
+    for session in reversed(schedule.earlier_sessions(run_dir.path / SCHEDULE_FILE)):
+        if isinstance(session.get("order_seed"), int):
+            return int(session["order_seed"])
+    return secrets.randbelow(2**31)
+
+
+def _record_plan(
+    states: Mapping[str, CellState],
+    plan: adaptive.Plan,
+    verdicts: Mapping[str, Any],
+    *,
+    stopped: bool,
+) -> None:
+    """The adaptive plan and the latest look, in every cell's bench.json."""
+    for cid, st in states.items():
+        entry: dict[str, Any] = {**plan.to_dict(), "launches": len(st.launches)}
+        if cid in verdicts:
+            entry["verdict"] = verdicts[cid].verdict.value
+        if stopped:
+            entry["stopped"] = "decided" if all(
+                c.verdict.decided for c in verdicts.values()) else "max reached"  # fmt: skip
+        st.data = dataclasses.replace(st.data, extra={**st.data.extra, "launch_plan": entry})
+        st.save()
 
 
 # --- preparing a cell ----------------------------------------------------------
@@ -197,11 +281,17 @@ def inputs_hash(
     (raising it later resumes with more launches instead of starting over)."""
     bench_dict = dataclasses.asdict(bench)
     bench_dict.pop("launches")
+    bench_dict.pop("min_launches")  # how many launches, fixed or adaptive, neither
     bench_dict.pop("warmup_launches")  # discarded launches don't define the measurements
     bench_dict.pop("workload")
     if bench_dict.get("client_workers") == 1:
         # the in-process client, as before the key existed: earlier results still resume
         bench_dict.pop("client_workers")
+    defaults = Bench()
+    for key in ("steady_warmup", "warmup_max_batches", "steady_tolerance", "min_duration_s"):
+        if bench_dict.get(key) == getattr(defaults, key):
+            # at its default, as in results of versions without the key: they resume
+            bench_dict.pop(key)
     payload = {
         "bench": bench_dict,
         "workload_hash": wl_hash,

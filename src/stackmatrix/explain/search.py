@@ -82,12 +82,14 @@ def classify(
     if gap.ratio is not None and vs_base.ratio is not None and abs(gap.ratio - 1) > 1e-12:
         recovered = (vs_base.ratio - gap.ratio) / (1 - gap.ratio)
     moved = vs_cand.verdict in (Verdict.FASTER, Verdict.SLOWER)
-    same_as_base = vs_base.verdict is Verdict.NO_CHANGE
+    # "explains" and "no effect" need equivalence, not an interval that merely
+    # contains no change (noisier data would otherwise explain more)
+    same_as_base = vs_base.verdict is Verdict.EQUIVALENT
     if moved and same_as_base:
         outcome = Outcome.EXPLAINS
     elif moved:
         outcome = Outcome.PARTIAL
-    elif vs_cand.verdict is Verdict.NO_CHANGE:
+    elif vs_cand.verdict is Verdict.EQUIVALENT:
         outcome = Outcome.NO_EFFECT
     else:
         outcome = Outcome.UNDECIDED

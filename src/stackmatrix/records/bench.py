@@ -204,6 +204,30 @@ class BenchData:
         empty): the samples every verdict is computed from."""
         return [launch.values(metric, point) for launch in self.launches if launch.ok]
 
+    def completed_blocks(self) -> list[int]:
+        """The cycle of each launch `completed_values` lists: launch k of every cell runs in
+        cycle k of the schedule (bench/schedule.py), so its index is its block; a launch
+        without an integer index takes its position."""
+        ok = [launch for launch in self.launches if launch.ok]
+        return [ln.index if isinstance(ln.index, int) else i for i, ln in enumerate(ok, 1)]
+
+    def completed_slots(self) -> list[int | None]:
+        """When each launch of `completed_values` started (epoch milliseconds; None where
+        unknown): which of two launches of a cycle ran first. Start times, not the
+        schedule's slot numbers, which restart with every session of a resumed run."""
+        return [_epoch_ms(ln) for ln in self.launches if ln.ok]
+
+    def looks(self) -> int:
+        """Planned looks at the verdict: max - min + 1 launches per cell when the launches
+        were adaptive (`launches = {min, max}`), else 1."""
+        plan = self.extra.get("launch_plan")
+        if not isinstance(plan, dict):
+            return 1
+        low, high = plan.get("min"), plan.get("max")
+        if not (isinstance(low, int) and isinstance(high, int)) or high <= low:
+            return 1
+        return high - low + 1
+
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> BenchData:
         def launches(key: str) -> tuple[LaunchRecord, ...]:
@@ -233,3 +257,8 @@ class BenchData:
             "summary": self.summary,
             "points": {k: p.to_dict() for k, p in self.points.items()} or None,
         }) | self.extra  # fmt: skip
+
+
+def _epoch_ms(launch: LaunchRecord) -> int | None:
+    span = launch.span()
+    return int(span[0].timestamp() * 1000) if span is not None else None

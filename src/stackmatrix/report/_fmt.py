@@ -55,9 +55,10 @@ def pct(value: float | None) -> str:
 def interval_text(iv: Interval | None) -> str:
     if iv is None:
         return "—"
+    # the median of launches: the figure the console and bench.json give under this name
     if iv.low is None or iv.high is None:
-        return number(iv.center)
-    return f"{number(iv.center)} [{number(iv.low)}, {number(iv.high)}]"
+        return number(iv.median)
+    return f"{number(iv.median)} [{number(iv.low)}, {number(iv.high)}]"
 
 
 def ratio_text(c: Comparison | None) -> str:
@@ -171,3 +172,20 @@ def cannot_isolate_text(entry: Any) -> str:
     if isinstance(follows, list) and follows:
         return f"{why}; it follows {' and '.join(str(f) for f in follows)} (see above)"
     return why
+
+
+def method_text(min_effect: float, unit: str) -> str:
+    """How the verdicts are made, in a reader's words (matrix.md and matrix.html)."""
+    if unit != "launch":
+        return (
+            "Some cells had a single launch: the rounds inside one launch ignore "
+            "launch-to-launch noise, so their verdict stays inconclusive."
+        )
+    return (
+        "A cell's figure is the median of its launches (each launch the median of its "
+        "rounds), shown with a confidence interval of their geometric mean. Launches run "
+        "in cycles, one per cell in a randomized balanced order; each launch is paired "
+        "with the baseline's of the same cycle, and the interval of their ratio decides: "
+        f"equivalent when it lies within ±{min_effect:.0%}, slower or faster when it "
+        "excludes no change, otherwise inconclusive (with the launches that would decide)."
+    )

@@ -11,7 +11,7 @@ TONE = {
     Verdict.BASELINE: "base",
     Verdict.SLOWER: "slower",
     Verdict.FASTER: "faster",
-    Verdict.NO_CHANGE: "same",
+    Verdict.EQUIVALENT: "same",
     Verdict.INCONCLUSIVE: "open",
     Verdict.NOT_MEASURED: "open",
 }
@@ -60,6 +60,9 @@ summary{cursor:pointer;font-weight:600}
 .plot .median{stroke:var(--fg);stroke-width:2.5}.plot .median.slower{stroke:var(--red)}
 .plot .median.faster{stroke:var(--green)}.plot .median.base{stroke:var(--blue)}
 .plot .whisker{stroke:#57606a;stroke-width:1.5}.plot .box{fill:#b6e3ff;stroke:#57606a}
+.plot .axis-note{font-size:11px;font-weight:600;fill:var(--amber)}
+.plot .ytick{font-size:11px;fill:var(--muted);text-anchor:end}
+.plot .legend{font-size:12px;fill:var(--fg)}.plot .trail{fill:none;stroke-width:1;opacity:.35}
 .sev-fail{color:var(--red);font-weight:600}.sev-warn{color:var(--amber);font-weight:600}
 .sev-info{color:var(--muted)}
 .spark{vertical-align:middle;color:var(--blue)}

@@ -72,22 +72,33 @@ def _widened(low: float, high: float) -> tuple[float, float]:
     return mid - half, mid + half
 
 
+AXIS_NOTE = "axis does not start at 0"
+
+
 class _Scale:
     def __init__(self, low: float, high: float) -> None:
         low, high = _widened(low, high)
         pad = (high - low) * 0.08
         self.low, self.high = low - pad, high + pad
+        if low >= 0 > self.low:
+            # the padding alone would put negative values on an axis of positive ones
+            self.low = 0.0
+
+    @property
+    def from_zero(self) -> bool:
+        """Whether 0 is on the axis: when not, a distance along it is no ratio of values,
+        and the plot has to say so."""
+        return self.low <= 0 <= self.high
+
+    def fraction(self, value: float) -> float:
+        return (value - self.low) / (self.high - self.low)
 
     def x(self, value: float) -> float:
-        return _LEFT + (value - self.low) / (self.high - self.low) * (WIDTH - _LEFT - _RIGHT)
+        return _LEFT + self.fraction(value) * (WIDTH - _LEFT - _RIGHT)
 
 
 def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(title)}" class="plot">',
-        f"<title>{escape(title)}</title>",
-    ]
+    out = _open(height, title)
     axis_y = height - _BOTTOM + 6
     for tick in nice_ticks(scale.low, scale.high):
         x = scale.x(tick)
@@ -97,7 +108,17 @@ def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
         f'<text x="{WIDTH - _RIGHT}" y="{height - 2}" class="unit" text-anchor="end">'
         f"{escape(unit)}</text>"
     )
+    if not scale.from_zero:
+        out.append(f'<text x="{_LEFT}" y="{height - 2}" class="axis-note">{AXIS_NOTE}</text>')
     return out
+
+
+def _open(height: int, title: str) -> list[str]:
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(title)}" class="plot">',
+        f"<title>{escape(title)}</title>",
+    ]
 
 
 def interval_plot(
@@ -194,3 +215,145 @@ def sparkline(values: Sequence[float], *, width: int = 80, height: int = 18) -> 
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="spark">'
         f'<polyline points="{pts}" fill="none" stroke="currentColor" stroke-width="1.5"/></svg>'
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimePoint:
+    position: float  # where the launch ran in the whole run
+    value: float
+    outlier: bool
+    label: str  # which launch, for its tooltip
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeSeries:
+    label: str  # the cell
+    points: Sequence[TimePoint]
+
+
+# distinguishable on white and for the common colour-vision deficiencies (Okabe-Ito,
+# then darker tones); cells past the last share colours, their tooltips still tell them apart
+PALETTE = (
+    "#0072b2",
+    "#d55e00",
+    "#009e73",
+    "#cc79a7",
+    "#e69f00",
+    "#56b4e9",
+    "#000000",
+    "#8250df",
+    "#9a6700",
+    "#57606a",
+)
+_T_LEFT = 70
+_T_TOP = 34  # room above the value axis for its unit and its note
+_T_PLOT = 220
+_LEGEND_ROW = 18
+
+
+def color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def time_plot(series: Sequence[TimeSeries], *, x_label: str, unit: str, title: str) -> str:
+    """Each launch's value against its place in the run, one colour per series."""
+    points = [p for s in series for p in s.points if _finite(p.value) and _finite(p.position)]
+    if not points:
+        return ""
+    xs = _Scale(min(p.position for p in points), max(p.position for p in points))
+    ys = _Scale(min(p.value for p in points), max(p.value for p in points))
+    legend = _legend([s.label for s in series])
+    # the legend's first row sits below the x axis's ticks and its label
+    legend_top = _T_TOP + _T_PLOT + 54
+    height = legend_top + _LEGEND_ROW * max(row for _, row, _ in legend) + 8
+    out = [*_open(height, title), *_time_axes(xs, ys, x_label=x_label, unit=unit)]
+    for i, s in enumerate(series):
+        out += _time_marks(s, color(i), xs, ys)
+    out += _legend_marks(legend, top=legend_top)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _tx(xs: _Scale, position: float) -> float:
+    return _T_LEFT + xs.fraction(position) * (WIDTH - _T_LEFT - _RIGHT)
+
+
+def _ty(ys: _Scale, value: float) -> float:
+    return _T_TOP + (1 - ys.fraction(value)) * _T_PLOT
+
+
+def _time_axes(xs: _Scale, ys: _Scale, *, x_label: str, unit: str) -> list[str]:
+    bottom, right = _T_TOP + _T_PLOT, WIDTH - _RIGHT
+    out = [f'<text x="{_T_LEFT}" y="12" class="unit">{escape(unit)}</text>']
+    if not ys.from_zero:
+        out.append(f'<text x="{_T_LEFT}" y="26" class="axis-note">{AXIS_NOTE}</text>')
+    for tick in nice_ticks(ys.low, ys.high):
+        y = _ty(ys, tick)
+        out.append(f'<line x1="{_T_LEFT}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" class="grid"/>')
+        out.append(f'<text x="{_T_LEFT - 6}" y="{y + 4:.1f}" class="ytick">{tick:g}</text>')
+    # positions are whole slots: a tick between two of them names no launch
+    for tick in (t for t in nice_ticks(xs.low, xs.high) if t == int(t)):
+        x = _tx(xs, tick)
+        out.append(f'<text x="{x:.1f}" y="{bottom + 16}" class="tick">{tick:g}</text>')
+    out.append(
+        f'<text x="{right}" y="{bottom + 32}" class="unit" text-anchor="end">'
+        f"{escape(x_label)}</text>"
+    )
+    return out
+
+
+def _time_marks(s: TimeSeries, fill: str, xs: _Scale, ys: _Scale) -> list[str]:
+    marks = sorted(
+        (p for p in s.points if _finite(p.value) and _finite(p.position)),
+        key=lambda p: p.position,
+    )
+    at = [(_tx(xs, p.position), _ty(ys, p.value)) for p in marks]
+    out = []
+    if len(at) > 1:
+        trail = " ".join(f"{x:.1f},{y:.1f}" for x, y in at)
+        out.append(f'<polyline points="{trail}" class="trail" stroke="{fill}"/>')
+    for p, (x, y) in zip(marks, at, strict=True):
+        out.append(_launch_mark(s.label, p, fill, x, y))
+    return out
+
+
+def _launch_mark(cell: str, p: TimePoint, fill: str, x: float, y: float) -> str:
+    # an outlier is a ring, so it stands out without hiding which cell it belongs to
+    look = (
+        f'r="5" fill="#ffffff" stroke="{fill}" stroke-width="2" class="launch outlier"'
+        if p.outlier
+        else f'r="3.5" fill="{fill}" stroke="{fill}" class="launch"'
+    )
+    tip = f"{p.label}: {number(p.value)}" + (" (outlier)" if p.outlier else "")
+    return (
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" {look} data-cell="{escape(cell)}">'
+        f"<title>{escape(tip)}</title></circle>"
+    )
+
+
+def _legend(labels: Sequence[str]) -> list[tuple[float, int, str]]:
+    """(x, row, label) of each entry, wrapped to the plot's width; then the outlier key."""
+    out: list[tuple[float, int, str]] = []
+    x, row = float(_T_LEFT), 0
+    for label in (*labels, "outlier launch (ring)"):
+        width = 26 + 7 * len(label)  # a swatch and a rough text width at 12px
+        if x + width > WIDTH - _RIGHT and x > _T_LEFT:
+            x, row = float(_T_LEFT), row + 1
+        out.append((x, row, label))
+        x += width + 12
+    return out
+
+
+def _legend_marks(legend: Sequence[tuple[float, int, str]], *, top: int) -> list[str]:
+    out = []
+    for i, (x, row, label) in enumerate(legend):
+        y = top + row * _LEGEND_ROW
+        last = i == len(legend) - 1
+        swatch = (
+            f'<circle cx="{x + 6:.1f}" cy="{y - 4}" r="5" fill="#ffffff" stroke="#57606a" '
+            'stroke-width="2"/>'
+            if last
+            else f'<circle cx="{x + 6:.1f}" cy="{y - 4}" r="5" fill="{color(i)}"/>'
+        )
+        out.append(swatch + f'<text x="{x + 16:.1f}" y="{y}" class="legend">{escape(label)}</text>')
+    return out

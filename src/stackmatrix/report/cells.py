@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import TypeGuard
 
 from stackmatrix.findings import Severity
 from stackmatrix.records import check_verdict
@@ -13,6 +14,7 @@ from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.load import CellResults, RunResults, read_requests
 from stackmatrix.report.matrix import MISSING, UNREADABLE, CellReport, LaunchRow, PhaseSummary
 from stackmatrix.report.stats import Comparison, Thresholds, interval, launch_samples
+from stackmatrix.report.versions import cell_versions
 from stackmatrix.results import PHASES, Status
 
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
@@ -116,6 +118,8 @@ def _launch_rows(
                 env_facts=dict(launch.env_facts),
                 warmup=warmup,
                 ready_s=launch.ready_s,
+                sequence=launch.sequence,
+                started=launch.started,
             )
         )
     return tuple(rows) if warmup else _mark_outliers(rows)
@@ -137,17 +141,33 @@ def _mark_outliers(rows: list[LaunchRow]) -> tuple[LaunchRow, ...]:
 
 
 def _distributions(cell: CellResults) -> dict[str, dict[str, float]]:
-    ttft: list[float] = []
-    itl: list[float] = []
+    values: dict[str, list[float]] = {"ttft_ms": [], "itl_ms": [], "tpot_ms": []}
     for path in cell.request_files():
         for record in read_requests(path):
             if record.get("error"):
                 continue
             # the client's records (bench/client.py) hold seconds; the plots show ms
-            if isinstance(record.get("ttft_s"), int | float):
-                ttft.append(float(record["ttft_s"]) * 1e3)
-            itl += [float(x) * 1e3 for x in record.get("itl_s") or [] if isinstance(x, int | float)]
-    return {name: _quantiles(vals) for name, vals in (("ttft_ms", ttft), ("itl_ms", itl)) if vals}
+            if _real(record.get("ttft_s")):
+                values["ttft_ms"].append(float(record["ttft_s"]) * 1e3)
+            values["itl_ms"] += [float(x) * 1e3 for x in record.get("itl_s") or [] if _real(x)]
+            if (tpot := _tpot_s(record)) is not None:
+                values["tpot_ms"].append(tpot * 1e3)
+    return {name: _quantiles(vals) for name, vals in values.items() if vals}
+
+
+def _real(value: object) -> TypeGuard[int | float]:
+    # JSON's true and false are ints to Python, not times or counts
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _tpot_s(record: dict[str, object]) -> float | None:
+    """bench/metrics.py's definition, (e2e - ttft) / (tokens - 1), over a raw record."""
+    ttft, e2e, tokens = record.get("ttft_s"), record.get("e2e_s"), record.get("output_tokens")
+    if not (_real(ttft) and _real(e2e) and _real(tokens)) or tokens <= 1:
+        return None
+    tpot = (e2e - ttft) / (tokens - 1)
+    # the round figures (tpot_median_ms) leave non-positive values out; so does the plot
+    return tpot if tpot > 0 and math.isfinite(tpot) else None
 
 
 def _quantiles(values: list[float]) -> dict[str, float]:
@@ -165,13 +185,5 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 
 def _versions(cell: CellResults) -> dict[str, str]:
-    build, bench, probe = cell.build, cell.bench, cell.check.probe or {}
-    out: dict[str, str] = {}
-    if build.python_version:
-        out["python"] = build.python_version
-    lock = {str(p.get("name", "")).lower(): str(p.get("version", "")) for p in build.lock or ()}
-    out |= {name: lock[name] for name in _KEY_PACKAGES if name in lock}
-    out |= {k: str(probe[k]) for k in ("cuda", "cudnn", "nccl") if probe.get(k)}
-    if bench.engine_version:
-        out["engine"] = f"{bench.engine or ''} {bench.engine_version}".strip()
-    return out
+    # what the server's interpreter imports, not what the lock lists (versions.py)
+    return cell_versions(cell, _KEY_PACKAGES)

@@ -4,6 +4,11 @@ Intended differences are the ones the cell's definition asks for (plan.json's
 `differs_from_baseline`: the pins it changes, the server args and env vars it sets, its
 CUDA/Python/index choices and what follows from them). Everything else is unintended and
 is ranked by how much it tends to move performance, using compat/drift_rank.toml.
+
+A key whose value differs between launches of one cell (a seed or port drawn at every
+launch) is volatile: it is named once as such and never counted as a difference. With
+one launch there is no such evidence, so the `[volatile]` list of drift_rank.toml names
+the keys known to behave so.
 """
 
 from __future__ import annotations
@@ -53,17 +58,25 @@ class Ranking:
     rules: tuple[RankRule, ...]
     default_rank: int = 70
     ignore: tuple[str, ...] = ()  # keys that are measurements, not configuration
+    # keys known to change from launch to launch, for cells with too few launches to show it
+    volatile: tuple[str, ...] = ()
 
     def ignored(self, key: str) -> bool:
-        lowered = key.lower()
-        return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in self.ignore)
+        return _matches(key, self.ignore)
+
+    def known_volatile(self, key: str) -> bool:
+        return _matches(key, self.volatile)
 
     def of(self, key: str) -> tuple[int, str]:
-        lowered = key.lower()
         for rule in self.rules:
-            if any(fnmatch.fnmatchcase(lowered, p.lower()) for p in rule.patterns):
+            if _matches(key, rule.patterns):
                 return rule.rank, rule.label
         return self.default_rank, "other"
+
+
+def _matches(key: str, patterns: Sequence[str]) -> bool:
+    lowered = key.lower()
+    return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in patterns)
 
 
 def load_ranking(directory: Path | None = None) -> Ranking:
@@ -76,6 +89,7 @@ def load_ranking(directory: Path | None = None) -> Ranking:
         rules=rules,
         default_rank=int(raw.get("default_rank", 70)),
         ignore=tuple((raw.get("ignore") or {}).get("match") or ()),
+        volatile=tuple((raw.get("volatile") or {}).get("match") or ()),
     )
 
 
@@ -114,12 +128,15 @@ class Drift:
     intended: tuple[Difference, ...]
     unintended: tuple[Difference, ...]  # most consequential first
     not_compared: tuple[str, ...]  # sources one side lacks, said in words
+    # keys drawn anew at each launch (a seed, a port): never a difference, named once
+    volatile: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "intended": [d.to_dict() for d in self.intended],
             "unintended": [d.to_dict() for d in self.unintended],
             "not_compared": list(self.not_compared),
+            "volatile": list(self.volatile),
         }
 
 
@@ -136,6 +153,7 @@ def diff(
     shared = cell.sources & baseline.sources
     intended = [_definition_difference(f, v) for f, v in differs.items()]
     unintended: list[Difference] = []
+    volatile = set(cell.varying | baseline.varying)
     engine_fact = cell.facts.get("engine:version") or baseline.facts.get("engine:version")
     engine = str(engine_fact.value).split()[0] if engine_fact is not None else ""
     for key in sorted(set(cell.facts) | set(baseline.facts)):
@@ -149,11 +167,20 @@ def diff(
             or asked.get(_engine_package(key, engine))
             or _follows_from_channel(key, mine, theirs, differs)
         )
+        # what the cell asks for stays a difference even where it is a seed or a port
+        if because is None and (key in volatile or ranking.known_volatile(key)):
+            volatile.add(key)
+            continue
         item = _difference(key, mine, theirs, because, ranking, source)
         (intended if because else unintended).append(item)
     unintended.sort(key=lambda d: (d.rank, d.key))
     missing = _not_compared(cell.sources, baseline.sources)
-    return Drift(intended=tuple(intended), unintended=tuple(unintended), not_compared=missing)
+    return Drift(
+        intended=tuple(intended),
+        unintended=tuple(unintended),
+        not_compared=missing,
+        volatile=tuple(sorted(volatile - {d.key for d in intended})),
+    )
 
 
 def _source_of(a: Fact | None, b: Fact | None) -> str:

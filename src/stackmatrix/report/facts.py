@@ -56,6 +56,9 @@ def package_key(name: str) -> str:
 class CellFacts:
     facts: dict[str, Fact]
     sources: frozenset[str]  # the sources this cell recorded at all
+    # keys whose value differs between this cell's own launches: drawn per launch
+    # (a seed, a port), so never a difference between cells
+    varying: frozenset[str] = frozenset()
 
 
 def collect(cell: CellResults, patterns: Sequence[LogPattern]) -> CellFacts:
@@ -71,7 +74,20 @@ def collect(cell: CellResults, patterns: Sequence[LogPattern]) -> CellFacts:
         for fact in found:
             sources.add(fact.source)
             facts.setdefault(fact.key, fact)
-    return CellFacts(facts=facts, sources=frozenset(sources))
+    return CellFacts(facts=facts, sources=frozenset(sources), varying=_varying_keys(cell))
+
+
+def _varying_keys(cell: CellResults) -> frozenset[str]:
+    """Server settings two launches of the cell report with different values.
+
+    A launch that lacks a setting (its /server_info failed and the launch arguments stood
+    in) says nothing about that setting, so only launches that report it are compared.
+    """
+    seen: dict[str, set[str]] = {}
+    for launch in (*cell.bench.warmup_launches, *cell.bench.launches):
+        for key, value in (launch.effective_config or {}).items():
+            seen.setdefault(key, set()).add(text(value))
+    return frozenset(f"server:{k}" for k, values in seen.items() if len(values) > 1)
 
 
 def _lock_facts(cell: CellResults) -> list[Fact]:

@@ -57,6 +57,10 @@ class LaunchRow:
     env_facts: dict[str, Any]
     warmup: bool = False  # a discarded warm-up launch, in no statistic
     ready_s: float | None = None  # its server's start-up: from start to ready
+    # where the launch ran in the whole run: its 1-based slot in the schedule (None or 0
+    # in files that predate it), and its start time, the fallback order
+    sequence: int | None = None
+    started: str | None = None
 
     @property
     def label(self) -> str:
@@ -72,6 +76,8 @@ class LaunchRow:
             "env_facts": self.env_facts,
             "warmup": self.warmup,
             **({"ready_s": self.ready_s} if self.ready_s is not None else {}),
+            "sequence": self.sequence,
+            "started": self.started,
         }
 
 

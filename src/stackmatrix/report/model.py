@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stackmatrix.records import PointInfo, RunRecord
@@ -268,6 +268,9 @@ def _compare_at(
     cell: CellResults, base: CellResults, metric: str, point: str | None, thresholds: Thresholds
 ) -> Comparison | None:
     mine, theirs = cell.launches(metric, point), base.launches(metric, point)
+    blocks = (cell.bench.completed_blocks(), base.bench.completed_blocks())
+    looks = max(cell.bench.looks(), base.bench.looks())
+    thresholds = replace(thresholds, looks=looks)
     if not any(mine):
         return None
     if not any(theirs):
@@ -278,7 +281,8 @@ def _compare_at(
             reason=f"the baseline {base.id!r} has no {metric} measurements{where}",
             confidence=thresholds.confidence,
         )
-    return compare(mine, theirs, metric=metric, thresholds=thresholds)
+    slots = (cell.bench.completed_slots(), base.bench.completed_slots())
+    return compare(mine, theirs, metric=metric, thresholds=thresholds, blocks=blocks, slots=slots)
 
 
 def _unit(cells: Sequence[CellReport]) -> str:

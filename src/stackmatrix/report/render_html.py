@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from html import escape
 
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.report import _fmt, _svg
+from stackmatrix.report import _fmt, _svg, _timeline
 from stackmatrix.report._html import (
     COMPAT_TONE,
     CSS,
@@ -18,7 +18,7 @@ from stackmatrix.report._html import (
     status_badge,
 )
 from stackmatrix.report.config_drift import Difference
-from stackmatrix.report.matrix import CellReport, MatrixReport
+from stackmatrix.report.matrix import CellReport, MatrixReport, PointRow
 from stackmatrix.report.render_md import PHASE_KINDS
 from stackmatrix.report.stats import Verdict
 
@@ -132,9 +132,40 @@ def _performance(report: MatrixReport) -> str:
         f"<h2>Performance: {esc(label)}</h2>"
         + html_table(header, rows)
         + plot
+        + _time_order(report)
         + f'<p class="muted">{esc(_method(report))}</p>'
         + _calibration(report)
     )
+
+
+def _time_order(report: MatrixReport) -> str:
+    """Every measured launch where it ran: shows a drift over the run, or an effect of
+    the place in each cycle (the baseline always first), that the intervals hide."""
+    placed, x_label = _timeline.placed_launches(report.cells)
+    series = [
+        _svg.TimeSeries(
+            label=c.id,
+            points=[
+                _svg.TimePoint(
+                    position=p.position,
+                    value=p.launch.value,
+                    outlier=p.launch.outlier,
+                    label=f"{c.id} {p.launch.label} at {p.position}",
+                )
+                for p in placed
+                if p.cell == c.id and p.launch.value is not None
+            ],
+        )
+        for c in report.cells
+    ]
+    label = _fmt.metric_label(report.headline)
+    plot = _svg.time_plot(
+        [s for s in series if s.points],
+        x_label=x_label,
+        unit=f"{label} per launch (median of its rounds)",
+        title=f"{label}, launches in time order",
+    )
+    return f"<h3>Launches in time order</h3>{plot}" if plot else ""
 
 
 def _points(report: MatrixReport) -> str:
@@ -157,8 +188,31 @@ def _points(report: MatrixReport) -> str:
             ]
             for r in pt.rows
         ]
-        parts += [f"<h3>{esc(_fmt.point_title(pt))}</h3>", html_table(header, rows)]
+        plot = _svg.interval_plot(
+            [_point_row(r, report.baseline) for r in pt.rows],
+            reference=next(
+                (r.value.center for r in pt.rows if r.cell == report.baseline and r.value), None
+            ),
+            unit=f"{label}: bars the {conf} interval, dashed line the baseline",
+            title=f"{label} at {_fmt.point_title(pt)}",
+        )
+        parts += [f"<h3>{esc(_fmt.point_title(pt))}</h3>", html_table(header, rows), plot]
     return "".join(parts)
+
+
+def _point_row(r: PointRow, baseline: str) -> _svg.IntervalRow:
+    if r.cell == baseline:
+        verdict = Verdict.BASELINE
+    else:
+        verdict = r.comparison.verdict if r.comparison else Verdict.NOT_MEASURED
+    return _svg.IntervalRow(
+        label=r.cell,
+        points=(),
+        center=r.value.center if r.value else None,
+        low=r.value.low if r.value else None,
+        high=r.value.high if r.value else None,
+        tone=TONE[verdict],
+    )
 
 
 def _shape(c: CellReport) -> str:
@@ -178,18 +232,7 @@ def _history(c: CellReport) -> str:
 
 
 def _method(report: MatrixReport) -> str:
-    if report.sample_unit == "launch":
-        unit = (
-            "Each server launch is one independent sample (rounds inside a launch are "
-            "summarized by their median first); values are geometric means of launches, "
-            "intervals Welch t intervals on log values."
-        )
-    else:
-        unit = (
-            "Some cells had a single launch: their intervals come from rounds inside one "
-            "launch and ignore launch-to-launch noise."
-        )
-    return f"{unit} Changes under {report.thresholds.min_effect:.0%} count as no change."
+    return _fmt.method_text(report.thresholds.min_effect, report.sample_unit)
 
 
 def _calibration(report: MatrixReport) -> str:
@@ -267,9 +310,16 @@ def _verdicts(report: MatrixReport) -> str:
     return "<h2>Verdicts</h2><ul>" + "".join(items) + "</ul>" if items else ""
 
 
+_DISTRIBUTIONS = (
+    ("ttft_ms", "time to first token"),
+    ("itl_ms", "inter-token latency"),
+    ("tpot_ms", "time per output token"),
+)
+
+
 def _distributions(report: MatrixReport) -> str:
     plots = []
-    for metric, title in (("ttft_ms", "time to first token"), ("itl_ms", "inter-token latency")):
+    for metric, title in _DISTRIBUTIONS:
         plot = _svg.box_plot(
             [
                 _svg.BoxRow(label=c.id, quantiles=c.distributions.get(metric, {}))

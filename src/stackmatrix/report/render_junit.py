@@ -84,7 +84,7 @@ def _perf_case(report: MatrixReport, cell: CellReport) -> _Case:
             return (name, "pass", "baseline")
         case Verdict.SLOWER:
             return (name, "failure", c.reason if c else "slower")
-        case Verdict.FASTER | Verdict.NO_CHANGE:
+        case Verdict.FASTER | Verdict.EQUIVALENT:
             return (name, "pass", c.reason if c else "")
         case Verdict.INCONCLUSIVE:
             return (name, "skipped", f"inconclusive: {c.reason if c else ''}")

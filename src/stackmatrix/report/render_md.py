@@ -98,7 +98,7 @@ def _perf_table(report: MatrixReport) -> str:
     conf = f"{report.thresholds.confidence:.0%}"
     header = [
         "cell",
-        f"{label} ({conf} CI)",
+        f"{label} (median, {conf} CI)",
         "launches x rounds",
         f"vs {report.baseline} ({conf} CI)",
         "verdict",
@@ -169,19 +169,8 @@ def sparkline(values: Iterable[float]) -> str:
 
 
 def _method_note(report: MatrixReport) -> str:
-    t = report.thresholds
-    if report.sample_unit == "launch":
-        unit = (
-            "Each server launch is one sample (its rounds are summarized by their median "
-            "first); values are geometric means of launches, intervals Welch t intervals on "
-            "log values"
-        )
-    else:
-        unit = (
-            "⚠️ Some cells had a single launch: their intervals come from rounds inside "
-            "one launch and ignore launch-to-launch noise"
-        )
-    return f"{unit}. Changes under {t.min_effect:.0%} count as no change."
+    text = _fmt.method_text(report.thresholds.min_effect, report.sample_unit)
+    return ("⚠️ " if report.sample_unit != "launch" else "") + text
 
 
 def _calibration_line(report: MatrixReport) -> str:
@@ -291,6 +280,9 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
     parts.append(_findings_md(c.findings_by_phase))
     if c.drift:
         parts += [f"- {note}" for note in c.drift.not_compared]
+        if c.drift.volatile:
+            keys = _md_text(", ".join(c.drift.volatile))
+            parts.append(f"- volatile, drawn anew at each launch, not compared: {keys}")
         if c.drift.unintended:
             parts.append(
                 "Unintended differences:\n\n"

@@ -3,17 +3,23 @@
 Method (docs/report.md says the same at more length):
 
 * A launch's value is the median of its measured rounds. Launches are the independent
-  samples (issue 7): rounds inside one server launch share its warm-up, its memory
-  layout and its clocks, so they are nested, not independent.
-* The interval is Welch's t interval on the log of the launch values, exponentiated:
-  a confidence interval for the ratio cell/baseline. It is analytic and deterministic,
-  exact for log-normal noise, and still defined with two launches per cell, where a
-  bootstrap (which cannot see beyond the values it resamples) is far too narrow.
-* The point estimate is the ratio of geometric means of the launch values, the center
-  of that interval, so the number and its interval always agree. (Within a launch the
-  median of rounds is used; the plain ratio of medians of launch values is kept too.)
-* Only one launch per cell: the rounds become the samples and the verdict says that its
-  interval ignores launch-to-launch noise.
+  samples: rounds inside one server launch share its warm-up, its memory layout and
+  its clocks, so they are nested, not independent.
+* Launches run in cycles (blocks): one launch of every cell per cycle, in a randomized
+  balanced order (bench/schedule.py). The comparison pairs the cell's launch with the
+  baseline's launch of the same cycle and works on the log ratios of those pairs, so a
+  drift over time or an effect of the position in the cycle cancels instead of becoming
+  a difference between cells. Without two common cycles it falls back to Welch's
+  unpaired interval, and with one launch per cell to the rounds of that launch.
+* One bad launch (a cold start) is rejected by a stated rule (report/outliers.py) and
+  its cycle left out of the pairs.
+* The interval is a t interval on the mean log ratio, exponentiated: a confidence
+  interval for cell/baseline. With adaptive launches (`launches = {min, max}`) the
+  verdict may be looked at after every cycle, so each look uses alpha / looks
+  (Bonferroni over the planned looks): the error rates hold under repeated looks.
+* Four verdicts: `equivalent` when the whole interval lies within +-min_effect;
+  otherwise `slower` or `faster` when it excludes no change; otherwise `inconclusive`,
+  with the launches per cell that would decide it.
 """
 
 from __future__ import annotations
@@ -22,28 +28,36 @@ import enum
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stackmatrix.report._tdist import t_cdf, t_ppf
 
-# the calibration moved to report/power.py; these names stay importable from here
+# the calibration lives in report/power.py; these names stay importable from here
 from stackmatrix.report.power import Calibration as Calibration
 from stackmatrix.report.power import calibrate as calibrate
 from stackmatrix.report.power import detectable_change as detectable_change
-from stackmatrix.report.power import launches_needed, positive
+from stackmatrix.report.power import positive
+from stackmatrix.report.outliers import rejected
 
 SampleUnit = Literal["launch", "round"]
+Design = Literal["paired", "unpaired", "rounds"]
 _LOWER_IS_BETTER = frozenset({"duration_s", "e2e_s", "errors"})
+MAX_LAUNCHES_HINT = 200
 
 
 class Verdict(enum.StrEnum):
     BASELINE = "baseline"
     FASTER = "faster"
     SLOWER = "slower"
-    NO_CHANGE = "no significant change"
+    EQUIVALENT = "equivalent"
     INCONCLUSIVE = "inconclusive"
     NOT_MEASURED = "not measured"
+
+    @property
+    def decided(self) -> bool:
+        """A verdict more launches would not be asked to change."""
+        return self in (Verdict.FASTER, Verdict.SLOWER, Verdict.EQUIVALENT, Verdict.BASELINE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,10 +65,15 @@ class Thresholds:
     """When a difference counts (Spec.report carries `confidence` and `min_effect`)."""
 
     confidence: float = 0.95
-    min_effect: float = 0.02  # relative; smaller real changes are "no significant change"
-    # An interval reaching further than this either side says nothing useful.
-    max_halfwidth: float = 0.5
+    min_effect: float = 0.02  # relative: the equivalence margin, +-min_effect
+    max_halfwidth: float = 0.5  # kept in matrix.json for readers of older reports
     power: float = 0.8  # used to say how many launches would settle an open question
+    looks: int = 1  # planned looks at the verdict (adaptive launches: max - min + 1)
+
+    @property
+    def alpha(self) -> float:
+        """The error rate of one look (Bonferroni over the planned looks)."""
+        return (1 - self.confidence) / max(1, self.looks)
 
 
 def higher_is_better(metric: str) -> bool:
@@ -159,7 +178,7 @@ class Comparison:
     unit: SampleUnit | None = None
     n_cell: int = 0
     n_baseline: int = 0
-    ratio: float | None = None  # cell / baseline, ratio of geometric means (interval center)
+    ratio: float | None = None  # cell / baseline, the interval's center
     ratio_of_medians: float | None = None
     low: float | None = None
     high: float | None = None
@@ -167,6 +186,11 @@ class Comparison:
     df: float | None = None
     resolvable: float | None = None  # relative half-width: smaller changes are invisible
     needs_launches: int | None = None  # launches per cell that would settle the question
+    design: Design | None = None  # paired by cycle, unpaired (Welch), or rounds of a launch
+    pairs: int = 0  # cycles with a launch of both (paired design)
+    looks: int = 1
+    rejected: tuple[str, ...] = ()  # launches left out by the rejection rule, and why
+    position_effect: float | None = None  # relative: running first in a cycle (modelled)
 
     @property
     def change(self) -> float | None:
@@ -190,27 +214,55 @@ class Comparison:
             "df": self.df,
             "resolvable": self.resolvable,
             "needs_launches": self.needs_launches,
+            "design": self.design,
+            "pairs": self.pairs,
+            "looks": self.looks,
+            "rejected": list(self.rejected),
+            "position_effect": self.position_effect,
         }
 
 
 @dataclass(frozen=True)
-class _Welch:
-    diff: float  # mean log difference
+class _Estimate:
+    diff: float  # mean log ratio, cell over baseline
     se: float
     df: float
-    pooled_sd: float  # per-sample sd on the log scale, for "how many would it take"
+    sd: float  # per-launch (paired: per-pair) sd on the log scale, for "how many more"
+    design: Design
+    pairs: int = 0
+    position: float | None = None  # log effect of running first in the cycle, if modelled
 
 
-def _welch(cell: Sequence[float], base: Sequence[float]) -> _Welch:
-    a = [math.log(v) for v in cell]
-    b = [math.log(v) for v in base]
-    var_a, var_b = statistics.variance(a), statistics.variance(b)
-    ea, eb = var_a / len(a), var_b / len(b)
-    se = math.sqrt(ea + eb)
-    denominator = ea * ea / (len(a) - 1) + eb * eb / (len(b) - 1)
-    df = (ea + eb) ** 2 / denominator if denominator > 0 else math.inf
-    pooled = math.sqrt(((len(a) - 1) * var_a + (len(b) - 1) * var_b) / (len(a) + len(b) - 2))
-    return _Welch(statistics.fmean(a) - statistics.fmean(b), se, df, pooled)
+Blocks = Sequence[int]
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side's launches after the rejection rule: launch value by block."""
+
+    by_block: dict[int, float]
+    rounds: list[list[float]]
+    rejected: list[str] = field(default_factory=list)
+    slot: dict[int, int] = field(default_factory=dict)  # block -> the launch's slot in time
+
+
+def _side(
+    launches: Sequence[Sequence[float]],
+    blocks: Blocks | None,
+    who: str,
+    min_effect: float,
+    slots: Sequence[int | None] | None = None,
+) -> _Side:
+    keys = list(blocks) if blocks is not None else list(range(1, len(launches) + 1))
+    slot = {k: s for k, s in zip(keys, slots or (), strict=False) if s}
+    measured = [(k, positive(r)) for k, r in zip(keys, launches, strict=False)]
+    measured = [(k, r) for k, r in measured if r]
+    values = [statistics.median(r) for _, r in measured]
+    gone = {x.position: x for x in rejected(values, min_effect=min_effect)}
+    notes = [f"{who} L{measured[i][0]}: {x.reason()}" for i, x in sorted(gone.items())]
+    kept = {k: v for i, ((k, _), v) in enumerate(zip(measured, values, strict=True))
+            if i not in gone}  # fmt: skip
+    return _Side(by_block=kept, rounds=[r for _, r in measured], rejected=notes, slot=slot)
 
 
 def compare(
@@ -219,98 +271,200 @@ def compare(
     *,
     metric: str = "output_throughput",
     thresholds: Thresholds | None = None,
+    blocks: tuple[Blocks, Blocks] | None = None,
+    slots: tuple[Sequence[int | None], Sequence[int | None]] | None = None,
 ) -> Comparison:
-    """Compare a cell's launches (each a list of round values) with the baseline's."""
+    """Compare a cell's launches (each a list of round values) with the baseline's.
+
+    `blocks` gives each launch's cycle (its launch index: launch k of every cell runs in
+    cycle k), cell's then baseline's; without it the i-th launches are taken as one
+    cycle. Launches of one cycle are paired. `slots` (each launch's place in the run's
+    time order) let the paired analysis remove the effect of running first or second in
+    a cycle (see `_paired`)."""
     th = thresholds or Thresholds()
-    both_launches = (
-        sum(1 for r in cell if positive(r)) >= 2 and sum(1 for r in baseline if positive(r)) >= 2
-    )
-    unit: SampleUnit = "launch" if both_launches else "round"
-    a = launch_samples(cell, unit=unit)
-    b = launch_samples(baseline, unit=unit)
-    common = {"metric": metric, "confidence": th.confidence, "unit": unit}
-    if len(a.values) < 2 or len(b.values) < 2:
-        return Comparison(
-            verdict=Verdict.INCONCLUSIVE,
-            reason=(
-                f"too few samples for an interval ({len(a.values)} vs {len(b.values)} "
-                f"{unit}s); needs >= 2 launches per cell, better 3 or more"
-            ),
-            n_cell=len(a.values),
-            n_baseline=len(b.values),
-            ratio_of_medians=_ratio(a, b),
-            needs_launches=3,
-            **common,  # type: ignore[arg-type]
-        )
-    return _decide(a, b, th, common)
+    a = _side(cell, blocks[0] if blocks else None, "cell", th.min_effect,
+              slots[0] if slots else None)  # fmt: skip
+    b = _side(baseline, blocks[1] if blocks else None, "baseline", th.min_effect,
+              slots[1] if slots else None)  # fmt: skip
+    common: dict[str, Any] = {"metric": metric, "confidence": th.confidence, "looks": th.looks,
+                              "rejected": (*a.rejected, *b.rejected)}  # fmt: skip
+    est = _estimate(a, b)
+    if est is None:
+        return _rounds_only(a, b, th, common)
+    return _decide(est, th, common, n=(len(a.by_block), len(b.by_block)),
+                   medians=_medians_ratio(a, b))  # fmt: skip
 
 
-def _ratio(a: Samples, b: Samples) -> float | None:
-    if a.median is None or b.median is None:
+def _medians_ratio(a: _Side, b: _Side) -> float | None:
+    if not a.by_block or not b.by_block:
         return None
-    return a.median / b.median
+    return statistics.median(a.by_block.values()) / statistics.median(b.by_block.values())
 
 
-def _decide(a: Samples, b: Samples, th: Thresholds, common: dict[str, Any]) -> Comparison:
-    w = _welch(a.values, b.values)
-    alpha = 1 - th.confidence
-    if w.se == 0:
-        half, p_value = 0.0, (1.0 if w.diff == 0 else 0.0)
+def _estimate(a: _Side, b: _Side) -> _Estimate | None:
+    shared = sorted(set(a.by_block) & set(b.by_block))
+    if len(shared) >= 2:
+        d = [math.log(a.by_block[k] / b.by_block[k]) for k in shared]
+        first = [_ran_first(a, b, k) for k in shared]
+        return _paired(d, first)
+    if len(a.by_block) >= 2 and len(b.by_block) >= 2:
+        return _welch(list(a.by_block.values()), list(b.by_block.values()))
+    return None
+
+
+def _ran_first(a: _Side, b: _Side, block: int) -> int | None:
+    """+1 when the cell's launch ran before the baseline's in this cycle, -1 after."""
+    if block not in a.slot or block not in b.slot:
+        return None
+    return 1 if a.slot[block] < b.slot[block] else -1
+
+
+MIN_PAIRS_FOR_POSITION = 4
+
+
+def _paired(d: Sequence[float], first: Sequence[int | None]) -> _Estimate:
+    """The mean log ratio of the cycles' pairs. When the launch order is known, varies
+    (a balanced order) and there are at least 4 pairs, the model also has a term for
+    which of the two ran first in its cycle, so that effect (3.8% in an H200 A/A pair)
+    leaves the error instead of widening it: d = change + position * s + error, with
+    s = +1 or -1. A rule of the design alone, never of the values: the error rates hold."""
+    n = len(d)
+    signs = [s for s in first if s is not None]
+    if len(signs) == n and n >= MIN_PAIRS_FOR_POSITION and len(set(signs)) == 2:
+        return _with_position(d, signs)
+    sd = statistics.stdev(d)
+    return _Estimate(statistics.fmean(d), sd / math.sqrt(n), n - 1, sd, "paired", n)
+
+
+def _with_position(d: Sequence[float], s: Sequence[int]) -> _Estimate:
+    n = len(d)
+    ms, md = statistics.fmean(s), statistics.fmean(d)
+    sxx = sum((x - ms) ** 2 for x in s)
+    slope = sum((x - ms) * (y - md) for x, y in zip(s, d, strict=True)) / sxx
+    intercept = md - slope * ms  # the change at s = 0: first and second equally often
+    rss = sum((y - intercept - slope * x) ** 2 for x, y in zip(s, d, strict=True))
+    sigma = math.sqrt(rss / (n - 2))
+    se = sigma * math.sqrt(1 / n + ms * ms / sxx)
+    return _Estimate(intercept, se, n - 2, sigma, "paired", n, position=slope)
+
+
+def _welch(cell: Sequence[float], base: Sequence[float]) -> _Estimate:
+    x = [math.log(v) for v in cell]
+    y = [math.log(v) for v in base]
+    var_x, var_y = statistics.variance(x), statistics.variance(y)
+    ex, ey = var_x / len(x), var_y / len(y)
+    denominator = ex * ex / (len(x) - 1) + ey * ey / (len(y) - 1)
+    df = (ex + ey) ** 2 / denominator if denominator > 0 else math.inf
+    # a pair's sd from the pooled per-launch sd: what "how many more" assumes
+    pooled = math.sqrt(((len(x) - 1) * var_x + (len(y) - 1) * var_y) / (len(x) + len(y) - 2))
+    diff = statistics.fmean(x) - statistics.fmean(y)
+    return _Estimate(diff, math.sqrt(ex + ey), df, pooled * math.sqrt(2), "unpaired")
+
+
+def _rounds_only(a: _Side, b: _Side, th: Thresholds, common: dict[str, Any]) -> Comparison:
+    """One launch on a side: its rounds are the samples, which say nothing about launch
+    noise; never decided, whatever the rounds say."""
+    xs = [v for r in a.rounds for v in r]
+    ys = [v for r in b.rounds for v in r]
+    ratio = statistics.median(xs) / statistics.median(ys) if xs and ys else None
+    reason = (
+        f"too few launches for a verdict ({len(a.rounds)} vs {len(b.rounds)}); "
+        "needs >= 2 launches per cell in common cycles, better 3 or more"
+    )
+    low = high = None
+    if len(xs) >= 2 and len(ys) >= 2:
+        est = _welch(xs, ys)
+        half = t_ppf(1 - th.alpha / 2, est.df) * est.se if est.se > 0 else 0.0
+        low, high = math.exp(est.diff - half), math.exp(est.diff + half)
+        reason += f"; the rounds of one launch alone give [{low - 1:+.1%}, {high - 1:+.1%}]"
+    return Comparison(verdict=Verdict.INCONCLUSIVE, reason=reason, unit="round",
+                      n_cell=len(xs), n_baseline=len(ys), ratio=ratio, ratio_of_medians=ratio,
+                      low=low, high=high, needs_launches=3, design="rounds",
+                      **common)  # fmt: skip
+
+
+def _decide(
+    est: _Estimate,
+    th: Thresholds,
+    common: dict[str, Any],
+    *,
+    n: tuple[int, int],
+    medians: float | None,
+) -> Comparison:
+    if est.se == 0:
+        half, p_value = 0.0, (1.0 if est.diff == 0 else 0.0)
     else:
-        half = t_ppf(1 - alpha / 2, w.df) * w.se
-        p_value = 2 * (1 - t_cdf(abs(w.diff) / w.se, w.df))
-    low, high = math.exp(w.diff - half), math.exp(w.diff + half)
-    verdict, reason = _verdict(w.diff, low, high, half, th, common["metric"])
+        half = t_ppf(1 - th.alpha / 2, est.df) * est.se
+        p_value = min(1.0, th.looks * 2 * (1 - t_cdf(abs(est.diff) / est.se, est.df)))
+    low, high = math.exp(est.diff - half), math.exp(est.diff + half)
+    verdict, reason = verdict_of(low, high, th, common["metric"])
     needs = None
-    open_question = verdict in (Verdict.NO_CHANGE, Verdict.INCONCLUSIVE)
-    # Rounds of one launch say nothing about launch noise: no launch count from them.
-    if open_question and common["unit"] == "launch" and math.expm1(half) > th.min_effect:
-        needs = launches_needed(w.pooled_sd, th.min_effect, alpha=alpha, power=th.power)
-        reason += _settle_hint(needs, th.min_effect)
-    if common["unit"] == "round":
-        reason += (
-            "; this interval comes from rounds inside one launch and ignores "
-            "launch-to-launch noise: run >= 3 launches per cell"
-        )
+    if verdict is Verdict.INCONCLUSIVE:
+        needs = launches_to_decide(est, th)
+        reason += _settle_hint(needs, est.pairs or min(n))
+    reason += _design_note(est)
     return Comparison(
         verdict=verdict,
         reason=reason,
-        n_cell=len(a.values),
-        n_baseline=len(b.values),
-        ratio=math.exp(w.diff),
-        ratio_of_medians=_ratio(a, b),
+        unit="launch",
+        n_cell=n[0],
+        n_baseline=n[1],
+        ratio=math.exp(est.diff),
+        ratio_of_medians=medians,
         low=low,
         high=high,
         p_value=p_value,
-        df=None if math.isinf(w.df) else w.df,
+        df=None if math.isinf(est.df) else est.df,
         resolvable=math.expm1(half),
         needs_launches=needs,
+        design=est.design,
+        pairs=est.pairs,
+        position_effect=None if est.position is None else math.expm1(est.position),
         **common,
     )
 
 
-def _settle_hint(needs: int | None, min_effect: float) -> str:
+def verdict_of(low: float, high: float, th: Thresholds, metric: str) -> tuple[Verdict, str]:
+    """The verdict of an interval [low, high] for cell/baseline (ratios)."""
+    change = math.sqrt(low * high) - 1  # the interval's center (symmetric on logs)
+    span = f"{change:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]"
+    level = f"{th.confidence:.0%} confidence" + (f", {th.looks} looks" if th.looks > 1 else "")
+    margin = th.min_effect
+    if low > 1 / (1 + margin) and high < 1 + margin:
+        return Verdict.EQUIVALENT, f"{span} lies within ±{margin:.0%} ({level})"
+    if low > 1.0 or high < 1.0:
+        better = (low > 1.0) == higher_is_better(metric)
+        verdict = Verdict.FASTER if better else Verdict.SLOWER
+        return verdict, f"{span} excludes no change ({level})"
+    return Verdict.INCONCLUSIVE, (
+        f"{span} contains no change and reaches beyond ±{margin:.0%}: "
+        "neither a difference nor equivalence is shown"
+    )
+
+
+def launches_to_decide(est: _Estimate, th: Thresholds) -> int | None:
+    """Fewest launches per cell (cycles) whose interval, at this spread and this estimate,
+    would be narrow enough to decide: to exclude no change when the estimate is at least
+    half the margin, else to fit within +-min_effect."""
+    if est.sd <= 0:
+        return None
+    margin = math.log1p(th.min_effect)
+    d = abs(est.diff)
+    target = d if d >= margin / 2 else margin - d
+    for k in range(2, MAX_LAUNCHES_HINT + 1):
+        if t_ppf(1 - th.alpha / 2, k - 1) * est.sd / math.sqrt(k) < target:
+            return k
+    return None
+
+
+def _settle_hint(needs: int | None, have: int) -> str:
     if needs is None:
-        return f"; more than 200 launches per cell would be needed to resolve {min_effect:.0%}"
-    return f"; needs >= {needs} launches per cell to resolve a {min_effect:.0%} change"
+        return f"; more than {MAX_LAUNCHES_HINT} launches per cell would be needed to decide"
+    more = max(needs - have, 1)
+    return f"; about {more} more launch(es) per cell ({max(needs, have + 1)} in all) would decide it"
 
 
-def _verdict(
-    diff: float, low: float, high: float, half: float, th: Thresholds, metric: str
-) -> tuple[Verdict, str]:
-    span = f"[{low - 1:+.1%}, {high - 1:+.1%}]"
-    if low <= 1.0 <= high:
-        if math.expm1(half) > th.max_halfwidth:
-            return (
-                Verdict.INCONCLUSIVE,
-                f"too noisy: the interval {span} spans more than ±{th.max_halfwidth:.0%}",
-            )
-        return Verdict.NO_CHANGE, f"the interval {span} contains no change"
-    effect = math.expm1(diff)
-    if abs(effect) < th.min_effect:
-        return Verdict.NO_CHANGE, (
-            f"a real but small change of {effect:+.1%} {span}, below min_effect {th.min_effect:.0%}"
-        )
-    better = (effect > 0) == higher_is_better(metric)
-    verdict = Verdict.FASTER if better else Verdict.SLOWER
-    return verdict, f"{effect:+.1%} {span} at {th.confidence:.0%} confidence"
+def _design_note(est: _Estimate) -> str:
+    if est.design == "unpaired":
+        return "; launches not paired by cycle (no common cycles): Welch's interval"
+    return ""

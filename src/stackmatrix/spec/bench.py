@@ -11,6 +11,7 @@ from typing import Any, Literal, cast
 
 from stackmatrix._validate import Problems, join
 from stackmatrix.spec._values import (
+    check_bool,
     check_int,
     check_list,
     check_url,
@@ -50,7 +51,7 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         model=model,
         url=url,
         server_args=tuple(check_list(b.get("server_args", []), "bench.server_args", p)),
-        launches=get_int(b, "launches", "bench", p, 1, MAX_LAUNCHES) or 1,
+        **_launches(b, p),
         rounds=get_int(b, "rounds", "bench", p, 1, MAX_LAUNCHES) or 3,
         warmup_launches=get_int(b, "warmup_launches", "bench", p, 0, MAX_LAUNCHES) or 0,
         ready_timeout_s=or_default(get_float(b, "ready_timeout_s", "bench", p, 1, 86400), 600.0),
@@ -58,7 +59,55 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         workload=_workload(b, p),
         points=_points(b, p),
         client_workers=_client_workers(b, p),
+        **_steady(b, p),
     )
+
+
+MAX_DURATION_S = 86400.0
+
+
+def _steady(bench: Mapping[str, Any], p: Problems) -> dict[str, Any]:
+    """The steady warm-up's keys and `min_duration_s` (docs/bench.md, "Steady state")."""
+    d = Bench()
+    batches = get_int(bench, "warmup_max_batches", "bench", p, 1, MAX_LAUNCHES)
+    duration = get_float(bench, "min_duration_s", "bench", p, 0.0, MAX_DURATION_S)
+    return {
+        "steady_warmup": check_bool(
+            bench.get("steady_warmup", d.steady_warmup), "bench.steady_warmup", p
+        ),
+        "warmup_max_batches": d.warmup_max_batches if batches is None else batches,
+        "steady_tolerance": or_default(_tolerance(bench, p), d.steady_tolerance),
+        "min_duration_s": or_default(duration, d.min_duration_s),
+    }
+
+
+def _tolerance(bench: Mapping[str, Any], p: Problems) -> float | None:
+    tolerance = get_float(bench, "steady_tolerance", "bench", p, 0.0, 1.0)
+    if tolerance in (0.0, 1.0):  # 0 is never met by a real server, 1 by every one
+        p.add("bench.steady_tolerance", f"{bench['steady_tolerance']!r}: expected a relative "
+              "change strictly between 0 and 1 (e.g. 0.05 for 5%)")  # fmt: skip
+        return None
+    return tolerance
+
+
+def _launches(bench: Mapping[str, Any], p: Problems) -> dict[str, Any]:
+    """`launches = N` (fixed) or `launches = {min = 3, max = 12}` (adaptive: cycles are
+    added until every cell is decided, docs/report.md)."""
+    raw = bench.get("launches", 1)
+    if not isinstance(raw, dict):
+        return {"launches": get_int(bench, "launches", "bench", p, 1, MAX_LAUNCHES) or 1}
+    p.unknown_keys("bench.launches", raw, ("min", "max"))
+    low = get_int(raw, "min", "bench.launches", p, 2, MAX_LAUNCHES)
+    high = get_int(raw, "max", "bench.launches", p, 2, MAX_LAUNCHES)
+    if low is None or high is None:
+        if "min" not in raw or "max" not in raw:
+            p.add("bench.launches", f"{raw!r}: an adaptive plan needs both min and max, "
+                  "e.g. {min = 3, max = 12}")  # fmt: skip
+        return {"launches": 1}
+    if high < low:
+        p.add("bench.launches", f"max {high} is below min {low}")
+        return {"launches": 1}
+    return {"launches": high, "min_launches": low}
 
 
 MAX_CLIENT_WORKERS = 256

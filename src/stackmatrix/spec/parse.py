@@ -109,8 +109,8 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
         description=get_str(raw, "description", "", problems) or "",
         bench=bench,
         report=report,
-        order=cast(Any, order or "interleaved"),
-        order_seed=order_seed if order_seed is not None else 0,
+        order=cast(Any, order or "balanced"),
+        order_seed=order_seed,
     )
 
 

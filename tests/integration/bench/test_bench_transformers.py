@@ -58,6 +58,11 @@ def test_cells_measured_interleaved(run):
     for cid in ("sdpa", "eager"):
         assert results[cid].status is Status.OK, results[cid].message
         assert [ln["index"] for ln in results[cid].data["launches"]] == [1, 2]
+        for ln in results[cid].data["launches"]:
+            # the steady warm-up ran (a tiny CPU model may or may not settle in 8 batches)
+            steady = ln["steady"]
+            assert isinstance(steady["steady"], bool) and 1 <= len(steady["batches"]) <= 8
+            assert all(b["requests"] == WORKLOAD.warmup for b in steady["batches"])
     slots = json.loads((path / "bench-schedule.json").read_text())["slots"]
     assert [(s["cell"], s["launch"]) for s in slots] == [
         ("sdpa", 1), ("eager", 1), ("sdpa", 2), ("eager", 2)

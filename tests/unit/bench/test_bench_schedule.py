@@ -33,7 +33,8 @@ def test_random_is_balanced_blocks_and_reproducible():
 
 def test_resume_schedules_only_what_is_missing():
     slots = schedule({"A": [3], "B": [2, 3], "C": []}, ["A", "B", "C"], "interleaved")
-    assert slots == [("A", 3), ("B", 2), ("B", 3)]
+    # launch k of every cell belongs to cycle k: B's launch 2 runs before the cycle 3
+    assert slots == [("B", 2), ("A", 3), ("B", 3)]
     assert Counter(c for c, _ in slots) == {"A": 1, "B": 2}
 
 

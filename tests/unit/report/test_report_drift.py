@@ -1,11 +1,14 @@
 """Configuration drift: facts, intended vs unintended, and the ranking kept as data."""
 
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from stackmatrix.bench.engines import flatten
 from stackmatrix.errors import ResultsError
 from stackmatrix.report.config_drift import Ranking, diff, load_ranking
 from stackmatrix.report.facts import collect
@@ -19,6 +22,7 @@ def _cell(
     cid: str,
     *,
     config: dict[str, Any] | None = None,
+    launches: Sequence[dict[str, Any]] = (),
     lock: Sequence[tuple[str, str, str]] = (),
     probe: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
@@ -50,12 +54,14 @@ def _cell(
             data={"probe": probe, "driver": {"version": "580.1"}},
         )
     if config is not None:
+        # bench.json keeps each launch's configuration and the last one for the cell
+        records = [{"index": i, "effective_config": c} for i, c in enumerate(launches, 1)]
         phases["bench"] = PhaseResult(
             phase="bench",
             cell=cid,
             status=Status.OK,
             inputs_hash="h",
-            data={"effective_config": config},
+            data={"effective_config": config, "launches": records},
         )
     return CellResults(id=cid, path=path, phases=phases, definition=definition or {})
 
@@ -126,7 +132,7 @@ def test_intended_vs_unintended(tmp_path, rules):
     base = _cell(
         tmp_path,
         "base",
-        config={"attention_backend": "flashinfer", "port": 1, "tp_size": 8},
+        config={"attention_backend": "flashinfer", "port": 1, "tp_size": 8, "log_level": "info"},
         lock=[
             ("torch", "2.9.1+cu128", "idx"),
             ("nvidia-nccl-cu12", "2.27.5", "pypi"),
@@ -144,6 +150,7 @@ def test_intended_vs_unintended(tmp_path, rules):
             "attention_backend": "triton",
             "port": 2,
             "tp_size": 8,
+            "log_level": "debug",
             "chunked_prefill_size": 4096,
         },
         lock=[
@@ -179,10 +186,12 @@ def test_intended_vs_unintended(tmp_path, rules):
         "package:nvidia-nccl",
         "probe:nccl",
         "package:numpy",
-        "server:port",
+        "server:log_level",
         "env:HF_TOKEN",
     } <= set(unintended)
-    assert unintended.index("package:numpy") < unintended.index("server:port")
+    assert unintended.index("package:numpy") < unintended.index("server:log_level")
+    # a port is picked per launch: named as volatile, never a difference
+    assert "server:port" not in unintended and drift.volatile == ("server:port",)
     secret = next(d for d in drift.unintended if d.key == "env:HF_TOKEN")
     assert "abc" not in str(secret.baseline)
     assert secret.baseline is not None and secret.baseline.startswith("<redacted")
@@ -285,3 +294,58 @@ def test_the_driver_a_cuda_change_needs_is_intended(tmp_path, rules):
     assert intended["driver:cuda"] == intended["driver:required_min"] == "cuda"
     assert intended["driver:family_min"] == "cuda"
     assert [d.key for d in drift.unintended] == ["driver:found"]
+
+
+SGLANG_0_5_14 = Path(__file__).resolve().parents[2] / "fixtures" / "sglang-0.5.14"
+
+
+def _sglang_launches(backend: str, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """The flat /server_info of a real sglang 0.5.14 launch, once per seed: sglang draws
+    `random_seed` anew at each launch when none is given."""
+    info = json.loads((SGLANG_0_5_14 / f"server_info-{backend}.json").read_text())
+    return [flatten(info) | {"random_seed": seed} for seed in seeds]
+
+
+def test_a_seed_drawn_at_each_launch_is_volatile_not_a_difference(tmp_path, rules):
+    patterns, ranking = rules
+    cells = []
+    for cid, backend, seeds in (
+        ("base", "flashinfer", (11, 12, 13)),
+        ("cell", "triton", (21, 22, 23)),
+    ):
+        launches = _sglang_launches(backend, seeds)
+        cells.append(_cell(tmp_path, cid, config=launches[-1], launches=launches))
+    base, cell = (collect(c, patterns) for c in cells)
+    # the launches alone show it, without the known list
+    for rank in (ranking, replace(ranking, volatile=())):
+        drift = diff(cell, base, differs={}, ranking=rank)
+        assert [d.key for d in drift.unintended] == ["server:attention_backend"]
+        assert drift.volatile == ("server:random_seed",)
+
+
+def test_seeds_that_differ_only_between_cells_are_volatile_by_the_known_list(tmp_path, rules):
+    patterns, ranking = rules
+    same = {"attention_backend": "flashinfer", "tp_size": 8}
+    base = _cell(tmp_path, "base", config=same | {"random_seed": 1, "nccl_port": 5},
+                 launches=[same | {"random_seed": 1, "nccl_port": 5}])  # fmt: skip
+    cell = _cell(tmp_path, "cell", config=same | {"random_seed": 2, "nccl_port": 6},
+                 launches=[same | {"random_seed": 2, "nccl_port": 6}])  # fmt: skip
+    mine, theirs = collect(cell, patterns), collect(base, patterns)
+    drift = diff(mine, theirs, differs={}, ranking=ranking)
+    assert drift.unintended == ()
+    assert drift.volatile == ("server:nccl_port", "server:random_seed")
+    # one launch each is no evidence: without the list they would be differences
+    unlisted = diff(mine, theirs, differs={}, ranking=replace(ranking, volatile=()))
+    assert [d.key for d in unlisted.unintended] == ["server:nccl_port", "server:random_seed"]
+
+
+def test_a_seed_the_cell_asks_for_stays_an_intended_difference(tmp_path, rules):
+    patterns, ranking = rules
+    launches = [{"random_seed": s, "attention_backend": "flashinfer"} for s in (1, 2)]
+    base = _cell(tmp_path, "base", config=launches[-1], launches=launches)
+    fixed = [{"random_seed": 7, "attention_backend": "flashinfer"}] * 2
+    cell = _cell(tmp_path, "cell", config=fixed[-1], launches=fixed)
+    drift = diff(collect(cell, patterns), collect(base, patterns), differs={}, ranking=ranking,
+                 cell_server_args=("--random-seed", "7"))  # fmt: skip
+    assert [d.key for d in drift.intended] == ["server:random_seed"]
+    assert drift.unintended == () and drift.volatile == ()
