@@ -77,9 +77,9 @@ def run_bench_phase(
             states[cid] = prepared
     plan = adaptive.Plan.of(bench)
     seed = _seed(spec, run_dir)
-    cycles = _Cycles(spec=spec, bench=bench, engine=engine, states=states, model=_model(bench, spec_dir), wl=wl,
-                     wl_hash=wl_hash, points=points, say=say, order=order, seed=seed,
-                     run_dir=run_dir)  # fmt: skip
+    cycles = _Cycles(spec=spec, bench=bench, engine=engine, states=states,
+                     model=_model(bench, spec_dir), wl=wl, wl_hash=wl_hash, points=points,
+                     say=say, order=order, seed=seed, run_dir=run_dir)  # fmt: skip
     try:
         cycles.run(list(cell_ids), plan.low, warm=True)
         while plan.adaptive:

@@ -58,8 +58,6 @@ def schedule(
     return slots
 
 
-
-
 def williams(n: int) -> list[list[int]]:
     """A Williams design for n treatments: n rows (2n for odd n), each a permutation of
     range(n); every treatment takes every position equally often, and every ordered

@@ -5,6 +5,7 @@ from __future__ import annotations
 from stackmatrix.explain.derive import Change
 from stackmatrix.explain.search import Effect, Outcome, SearchResult
 from stackmatrix.report._fmt import ratio_text
+from stackmatrix.report.stats import Verdict
 
 
 def sentences(cell: str, baseline: str, result: SearchResult[Change]) -> list[str]:
@@ -41,13 +42,20 @@ def _cause_sentence(cell: str, baseline: str, gap: str, cause: Effect[Change]) -
     if cause.outcome is Outcome.EXPLAINS:
         return (
             f"{cell}'s {gap} against {baseline} is explained by {_names(cause)}: with it "
-            f"taken back, {cell} is no different from {baseline} ({vs_base}; {share} of "
+            f"taken back, {cell} is equivalent to {baseline} ({vs_base}; {share} of "
             "the gap recovered)."
+        )
+    base = cause.vs_baseline
+    if base is not None and base.verdict in (Verdict.FASTER, Verdict.SLOWER):
+        rest = f"{cell} still differs from {baseline} ({vs_base})"
+    else:  # equivalence to the baseline is not shown: an open question, not a difference
+        rest = (
+            f"whether {cell} then matches {baseline} is not shown ({vs_base}, "
+            f"{base.verdict.value if base else 'not measured'})"
         )
     return (
         f"{cell}'s {gap} against {baseline} is partly explained by {_names(cause)}: with "
-        f"it taken back, {share} of the gap is recovered and {cell} still differs from "
-        f"{baseline} ({vs_base})."
+        f"it taken back, {share} of the gap is recovered and {rest}."
     )
 
 
@@ -55,7 +63,10 @@ def _effect_sentence(effect: Effect[Change]) -> str:
     moved = ratio_text(effect.vs_candidate)
     match effect.outcome:
         case Outcome.NO_EFFECT:
-            return f"{_names(effect)}: no measurable effect ({moved} against the candidate)."
+            return (
+                f"{_names(effect)}: no effect, equivalent to the candidate within "
+                f"min_effect ({moved})."
+            )
         case Outcome.UNDECIDED:
             return _undecided_sentence(effect, moved)
         case Outcome.NOT_RUN:

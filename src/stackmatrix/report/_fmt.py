@@ -97,6 +97,8 @@ def distinct_facts(
     if not others:
         return ""
     for key, value in _flat_facts("", facts):
+        if not _could_explain(key):
+            continue
         seen = theirs.get(key, [])  # none: the others had nothing there (no GPU process)
         if value in seen:
             continue
@@ -107,6 +109,18 @@ def distinct_facts(
                 continue
         parts.append(f"{key}={value}")
     return shorten(", ".join(parts), limit) if parts else ""
+
+
+# Facts read on an idle GPU before or after a launch (its clocks and power at rest, the
+# time, the GPU's name) say nothing of how fast the launch ran: on the H200 every launch
+# read 345 MHz before it started. Only another tenant (processes, memory, utilization),
+# heat and CPU load could explain a slow launch.
+_NOT_EXPLAINING = ("clocks.", "power.draw", "time", "name", "index", "cpu_count")
+
+
+def _could_explain(key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    return not any(part in key for part in _NOT_EXPLAINING[:2]) and last not in _NOT_EXPLAINING
 
 
 def _numbers(value: str) -> tuple[float, ...] | None:

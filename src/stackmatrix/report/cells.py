@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TypeGuard
 
 from stackmatrix.findings import Severity
@@ -126,7 +127,9 @@ def _launch_rows(
 
 
 def _mark_outliers(rows: list[LaunchRow]) -> tuple[LaunchRow, ...]:
-    """A launch far from the others (robust z > 3.5 on the log scale, and > 2% off)."""
+    """A launch far from the others (robust z > 3.5 on the log scale, and > 2% off): the
+    report's mark and the cold-start notes. The verdict's own rejection rule is stricter
+    (report/outliers.py); what it left out is listed with the comparison."""
     values = [math.log(r.value) for r in rows if r.value and r.value > 0]
     if len(values) < 3:
         return tuple(rows)
@@ -136,7 +139,7 @@ def _mark_outliers(rows: list[LaunchRow]) -> tuple[LaunchRow, ...]:
     for row in rows:
         off = abs(math.log(row.value) - center) if row.value and row.value > 0 else 0.0
         outlier = off > 0.02 and (mad == 0 or off / mad > 3.5)
-        out.append(LaunchRow(**{**row.__dict__, "outlier": outlier}))
+        out.append(replace(row, outlier=outlier))
     return tuple(out)
 
 

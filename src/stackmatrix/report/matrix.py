@@ -13,6 +13,7 @@ from stackmatrix import __version__
 from stackmatrix.findings import Finding
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.power import Calibration
+from stackmatrix.report.protocol import Protocol
 from stackmatrix.report.stats import Comparison, Interval, Thresholds, Verdict
 from stackmatrix.results import Status
 
@@ -233,6 +234,7 @@ class MatrixReport:
     # RUN/explain/<cell>/explanation.json of `stackmatrix explain`, one per explained cell
     explanations: tuple[dict[str, Any], ...] = ()
     points: tuple[LoadPointReport, ...] = ()  # [[bench.points]], in the spec's order
+    protocol: Protocol | None = None  # the launch plan, GPU time, drift over time
 
     def cell(self, cell_id: str) -> CellReport:
         return next(c for c in self.cells if c.id == cell_id)
@@ -267,4 +269,5 @@ class MatrixReport:
             }
             | ({"explanations": list(self.explanations)} if self.explanations else {})
             | ({"points": [pt.to_dict() for pt in self.points]} if self.points else {})
+            | ({"protocol": self.protocol.to_dict()} if self.protocol else {})
         )

@@ -32,6 +32,7 @@ from stackmatrix.report.matrix import (
     PointRow,
 )
 from stackmatrix.report.power import Calibration, calibrate
+from stackmatrix.report.protocol import protocol
 from stackmatrix.report.stats import (
     Comparison,
     Thresholds,
@@ -121,6 +122,7 @@ def build_model(
         sample_unit=_unit(cells),
         explanations=read_explanations(results.path, notes),
         points=_points(results, base, thresholds),
+        protocol=protocol(results.cells, results.baseline, headline),
     )
 
 

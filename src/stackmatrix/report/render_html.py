@@ -134,6 +134,11 @@ def _performance(report: MatrixReport) -> str:
         + plot
         + _time_order(report)
         + f'<p class="muted">{esc(_method(report))}</p>'
+        + (
+            f'<p class="muted">{esc(" ".join(report.protocol.sentences()))}</p>'
+            if report.protocol
+            else ""
+        )
         + _calibration(report)
     )
 

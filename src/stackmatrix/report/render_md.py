@@ -117,6 +117,7 @@ def _perf_table(report: MatrixReport) -> str:
     ]
     return "\n\n".join(
         [f"### Performance: {label}", _table(header, rows), _method_note(report)]
+        + ([" ".join(report.protocol.sentences())] if report.protocol else [])
         + ([_calibration_line(report)] if report.calibration else [])
     )
 

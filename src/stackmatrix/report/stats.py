@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stackmatrix.report._tdist import t_cdf, t_ppf
+from stackmatrix.report.outliers import rejected
 
 # the calibration lives in report/power.py; these names stay importable from here
 from stackmatrix.report.power import Calibration as Calibration
 from stackmatrix.report.power import calibrate as calibrate
 from stackmatrix.report.power import detectable_change as detectable_change
 from stackmatrix.report.power import positive
-from stackmatrix.report.outliers import rejected
 
 SampleUnit = Literal["launch", "round"]
 Design = Literal["paired", "unpaired", "rounds"]
@@ -402,7 +402,7 @@ def _decide(
     if verdict is Verdict.INCONCLUSIVE:
         needs = launches_to_decide(est, th)
         reason += _settle_hint(needs, est.pairs or min(n))
-    reason += _design_note(est)
+    reason += _design_note(est) + _rejected_note(common["rejected"])
     return Comparison(
         verdict=verdict,
         reason=reason,
@@ -461,10 +461,23 @@ def _settle_hint(needs: int | None, have: int) -> str:
     if needs is None:
         return f"; more than {MAX_LAUNCHES_HINT} launches per cell would be needed to decide"
     more = max(needs - have, 1)
-    return f"; about {more} more launch(es) per cell ({max(needs, have + 1)} in all) would decide it"
+    return (
+        f"; about {more} more launch(es) per cell ({max(needs, have + 1)} in all) would decide it"
+    )
 
 
 def _design_note(est: _Estimate) -> str:
     if est.design == "unpaired":
         return "; launches not paired by cycle (no common cycles): Welch's interval"
+    if est.position is not None:
+        return (
+            f"; running first in a cycle: {math.expm1(est.position):+.1%} "
+            "(modelled, kept out of the comparison)"
+        )
     return ""
+
+
+def _rejected_note(rejected: Sequence[str]) -> str:
+    if not rejected:
+        return ""
+    return "; left out by the one-bad-launch rule: " + "; ".join(rejected)

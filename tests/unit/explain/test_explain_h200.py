@@ -48,7 +48,8 @@ def test_rejudging_the_kept_round_says_where_its_noise_came_from(kept: Path) -> 
     before = bench.read_bytes()
     path = explain_cell(kept, "triton-capped", run_round=_no_gpu_here, rejudge=True)
     ex = json.loads(path.read_text())
-    assert ex["status"].startswith("not explained: too much noise")
+    # the revert recovers 68% of the gap, and equivalence to the baseline is not shown
+    assert ex["status"] == "partly explained"
     assert len(ex["rounds"][0]["cold_starts"]) == 3
     cold = [s for s in ex["sentences"] if "cold start" in s]
     assert cold and "3 of 4 cells" in cold[0] and "--warmup-launches 1" in cold[0]
@@ -195,7 +196,7 @@ def test_a_finished_round_is_not_called_unfinished(kept: Path) -> None:
     path = explain_cell(kept, "triton-capped", run_round=_no_gpu_here, rejudge=True)
     ex = json.loads(path.read_text())
     assert ex["rounds"][0]["unfinished"] == []
-    assert any("undecided, too noisy (+15.0%" in s for s in ex["sentences"])
+    assert any("undecided, too noisy (+1.9%" in s for s in ex["sentences"])
 
 
 DECIDED = EXAMPLE.parent / "h200-sglang-explain-decided"
@@ -217,12 +218,17 @@ def test_the_warmed_up_h200_round_decides_which_flag_costs_the_throughput(
     ex = json.loads(
         explain_cell(decided, "triton-capped", run_round=_no_gpu_here, rejudge=True).read_text()
     )
-    assert ex["status"] == "explained"
+    # the revert recovers the whole gap, but 3 launches cannot show it equivalent to
+    # the baseline within 1% (+2.4% [-10.4%, +16.9%]): "partly", not "explained"
+    assert ex["status"] == "partly explained"
     assert [c["key"] for c in ex["cause"]["group"]] == ["arg:max-running-requests"]
-    assert ex["cause"]["vs_baseline"]["verdict"] == "no significant change"
+    assert ex["cause"]["vs_baseline"]["verdict"] == "inconclusive"
+    assert any("whether triton-capped then matches flashinfer is not shown" in s
+               for s in ex["sentences"])  # fmt: skip
     assert ex["gap"]["ci_high"] < 0.4  # the candidate's -69%
     (effect,) = [e for e in ex["rounds"][0]["effects"] if e is not None and e != ex["cause"]]
-    assert effect["outcome"] == "no effect"
+    # +4.3% [+0.5%, +8.2%]: no longer "no effect" merely because 3 launches are noisy
+    assert effect["outcome"] == "partial"
     assert bench.read_bytes() == before
 
 

@@ -10,6 +10,10 @@ from stackmatrix.explain.search import Outcome, RoundData, search, split
 from stackmatrix.report.stats import Thresholds
 
 TH = Thresholds(min_effect=0.02)
+# launch noise of the simulated cells: "explains" and "no effect" need equivalence
+# within min_effect, which 5 launches show at this noise (SGLang on the H200 repeats a
+# launch within 0.1-0.5% when its decode is steady)
+NOISE = 0.004
 
 
 def _simulate(
@@ -40,7 +44,7 @@ def test_split_halves_and_singles() -> None:
     assert split(["a", "b", "c", "d", "e"]) == [("a", "b", "c"), ("d", "e")]
 
 
-def test_one_cause_among_eight_is_found_95_percent_of_the_time_at_1_percent_noise() -> None:
+def test_one_cause_among_eight_is_found_95_percent_of_the_time_at_0_4_percent_noise() -> None:
     names = [f"d{i}" for i in range(8)]
     found = 0
     rounds: list[int] = []
@@ -48,7 +52,7 @@ def test_one_cause_among_eight_is_found_95_percent_of_the_time_at_1_percent_nois
         rng = random.Random(seed)
         cause = rng.choice(names)
         effects = {n: (0.94 if n == cause else 1.0) for n in names}
-        result = search(names, _simulate(effects, 0.01, 5, rng), metric="output_throughput",
+        result = search(names, _simulate(effects, NOISE, 5, rng), metric="output_throughput",
                         thresholds=TH)  # fmt: skip
         rounds.append(len(result.rounds))
         if result.cause is not None and result.cause.group == (cause,):
@@ -65,7 +69,7 @@ def test_no_cause_among_the_differences_is_said_not_guessed() -> None:
     def measure(groups: list[tuple[str, ...]]) -> RoundData:
         # the candidate is 6% slower for a reason none of the differences holds
         def cell(f: float) -> list[list[float]]:
-            return [[100.0 * f * math.exp(rng.gauss(0, 0.01))] for _ in range(5)]
+            return [[100.0 * f * math.exp(rng.gauss(0, NOISE))] for _ in range(5)]
 
         return RoundData(
             baseline=cell(1.0), candidate=cell(0.94), groups=[cell(0.94) for _ in groups]
@@ -113,7 +117,7 @@ def test_a_revert_cell_that_did_not_run_is_said_not_called_noise() -> None:
     rng = random.Random(3)
 
     def cell(f: float) -> list[list[float]]:
-        return [[100.0 * f * math.exp(rng.gauss(0, 0.01))] for _ in range(5)]
+        return [[100.0 * f * math.exp(rng.gauss(0, NOISE))] for _ in range(5)]
 
     def measure(groups: list[tuple[str, ...]]) -> RoundData:
         why = "b~a=1: build failed (uv could not resolve the pins)"
@@ -137,7 +141,7 @@ def _either_of(
 
     def speed(kept: set[str]) -> list[list[float]]:
         f = 0.94 if kept & causes else 1.0
-        return [[100.0 * f * math.exp(rng.gauss(0, 0.01))] for _ in range(5)]
+        return [[100.0 * f * math.exp(rng.gauss(0, NOISE))] for _ in range(5)]
 
     def measure(groups: list[tuple[str, ...]]) -> RoundData:
         return RoundData(baseline=speed(set()), candidate=speed(every),

@@ -27,5 +27,7 @@ def test_committed_example_is_up_to_date(tmp_path):
             f"reports/examples/story/{name} is stale: run scripts/make_example_report.py"
         )
     md = (tmp_path / "matrix.md").read_text()
-    assert "| cu130-flashinfer |" in md and "no significant change" in md
+    assert "| cu130-flashinfer |" in md and "no significant change" not in md
+    row = "| cu130-flashinfer | 89.7 [88.5, 90.3] | 5 x 3 | -0.8% [-3.3%, +1.7%] | inconclusive"
+    assert row in md
     assert "| cu130-pypi-kernel (baseline)" not in md and "incompatible" in md

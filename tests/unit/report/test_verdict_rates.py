@@ -102,7 +102,7 @@ def test_a_true_2_percent_change_is_found_80_percent_of_the_time_within_12_launc
     print(f"{change:+.0%}, 3..12 launches: {dict(counts)}, mean launches {mean_launches:.1f}")
 
 
-def test_a_fixed_order_with_a_position_effect_calls_an_aa_pair_a_change_the_balanced_order_does_not():
+def test_a_position_effect_makes_a_fixed_order_call_an_aa_pair_a_change_not_a_balanced_one():
     """The H200's A/A false alarm: the baseline first in every cycle, a position effect."""
     noise = Noise(launch_sd=0.005, cold_rate=0.0, first_in_cycle=0.03, drift_per_cycle=0.0)
     fixed, _ = rates(0.0, low=3, high=3, noise=noise, order="fixed")
@@ -153,7 +153,7 @@ def test_the_h200_steady_decode_gap_is_slower():
 
 
 def test_a_wide_interval_is_inconclusive_not_no_change():
-    """"+5.2% [-9.0%, +21.5%]" was worded "no significant change"."""
+    """ "+5.2% [-9.0%, +21.5%]" was worded "no significant change"."""
     base = [[100.0], [112.0], [91.0]]
     cand = [[109.0], [104.0], [103.0]]
     c = compare(cand, base, metric="output_throughput")
