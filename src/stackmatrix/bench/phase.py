@@ -149,7 +149,7 @@ class _Cycles:
         st = self.states[cid]
         if st.failed:
             return
-        self.say(cid, f"launch {k} of at most {self.bench.launches} (slot {self.seq})")
+        self.say(cid, f"launch {k}/{self.bench.launches} (slot {self.seq})")
         try:
             run = run_launch(self.bench, self.engine, st, k, self.seq, self.model, self.wl,
                              self.points)  # fmt: skip

@@ -37,6 +37,9 @@ def _spec(tmp_path: Path, cells: tuple[str, ...], launches: int = 2) -> Spec:
             launches=launches,
             rounds=1,
             ready_timeout_s=4.0,
+            # the measured rounds' error paths, request counts as before the steady
+            # warm-up (which tests/unit/bench/test_bench_steady.py covers)
+            steady_warmup=False,
             workload=Workload(
                 input_len=8,
                 output_len=8,

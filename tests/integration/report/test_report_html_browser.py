@@ -99,10 +99,12 @@ def test_dom_shows_the_tables_plots_and_findings(story_html, tmp_path):
     drift = next(t for t in page.tables if t[0][:2] == ["#", "setting"])
     assert drift[1][1:4] == ["attention_backend", "flashinfer", "triton"]
     assert drift[2][1:4] == ["deepgemm", "off", "on"]
-    # 5 launches per cell drawn as dots, one interval bar per cell, box plots for TTFT/ITL
+    # 5 launches per cell drawn as dots, one interval bar per cell, box plots for
+    # TTFT, ITL and TPOT
     assert page.shapes.get("pt") == 10
     assert page.shapes.get("ci base") == 1 and page.shapes.get("ci slower") == 1
-    assert page.shapes.get("box") == 4
+    assert page.shapes.get("box") == 6
+    assert page.shapes.get("launch") == 10  # the launches in time order
     assert "details" in page.tags and "svg" in page.tags
     assert "SYNTHETIC DATA" in dom
 
