@@ -94,3 +94,16 @@ def walk(root: Path) -> Iterator[tuple[os.DirEntry[str], Path]]:
 def links_below(root: Path) -> list[Path]:
     """The symbolic links below `root` (root itself may be one: the user named it)."""
     return [Path(entry.path) for entry, _ in walk(root) if entry.is_symlink()]
+
+
+def refuse_links(path: Path) -> None:
+    """Raise unless `path` (when it exists) and everything below it are free of links:
+    a command that writes there would write through them, outside the results."""
+    links = [path] if path.is_symlink() else links_below(path) if path.is_dir() else []
+    if links:
+        listing = ", ".join(str(p) for p in links[:5]) + (" ..." if len(links) > 5 else "")
+        raise ResultsError(
+            f"refusing to write into {path}: it holds symbolic links ({listing}); "
+            "stackmatrix writes results only inside the results directory, never through "
+            "a link. Remove the links, or move the directory aside"
+        )

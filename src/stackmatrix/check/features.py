@@ -51,7 +51,11 @@ def _absent_file(inventory: Inventory, rule: Mapping[str, Any], cell: str | None
                 f"{dist.name} {dist.version} is installed without {rule['file']}, so "
                 f"{rule['feature']} is unavailable; {rule['advice']}"
             ),
-            details={"file": str(rule["file"]), "site_packages": str(dist.site_packages)},
+            details={
+                "file": str(rule["file"]),
+                "site_packages": str(dist.site_packages),
+                **({"log": str(rule["log"])} if rule.get("log") else {}),
+            },
         )
     ]
 

@@ -23,6 +23,7 @@ from stackmatrix.spec_model import Spec
 
 if TYPE_CHECKING:
     from stackmatrix.check.scancache import ScanCache
+    from stackmatrix.check.static import CheckOutcome
 
 
 def build_phase(
@@ -127,7 +128,8 @@ def _check_cell(
     cell_dir = run.cell(pc.cell.id)
     build = cell_dir.read("build")
     lock = BuildData.from_dict(build.data).lock_digest if build else None
-    inputs = digest([pc.content_hash, lock, list(opts.spec.targets), opts.spec.driver, __version__])
+    inputs = digest([pc.content_hash, lock, list(opts.spec.targets), opts.spec.driver, __version__,
+                     *_served(opts.spec, pc)])  # fmt: skip
     old = reusable(cell_dir, "check", inputs) if opts.resume else None
     if old is not None:
         progress("check", pc.cell.id, "unchanged since the last check (resumed)")
@@ -140,6 +142,15 @@ def _check_cell(
     result = run_phase(cell_dir, "check", inputs, body)
     progress("check", pc.cell.id, describe(result) + _scan_note(result))
     return result
+
+
+def _served(spec: Spec, pc: PlannedCell) -> list[Any]:
+    """What the check's predictions read besides the environment (check/defaults.py):
+    the engine, the model and the server arguments; none without a bench, so that
+    results of a spec without one still resume."""
+    if spec.bench is None:
+        return []
+    return [[spec.bench.engine, spec.bench.model, *spec.bench.server_args, *pc.cell.server_args]]
 
 
 def _scan_note(result: PhaseResult) -> str:
@@ -175,6 +186,7 @@ def _check_one(
         log_path=cell_dir.log_path("check"),
         scan_cache=cache,
     )
+    outcome = _with_predictions(outcome, pc, spec)
     return PhaseResult(
         phase="check",
         cell=pc.cell.id,
@@ -184,6 +196,34 @@ def _check_one(
         findings=list(outcome.findings),
         data=CheckData.from_dict(outcome.data).to_dict(),
     )
+
+
+def _with_predictions(outcome: CheckOutcome, pc: PlannedCell, spec: Spec) -> CheckOutcome:
+    """The environment's findings joined with this cell's server arguments (cells that
+    share an environment differ in them): check/defaults.py."""
+    from stackmatrix.check.defaults import model_kinds, predictions
+    from stackmatrix.check.static import CheckOutcome, verdict_of
+
+    if spec.bench is None:
+        return outcome
+    spec_dir = Path(spec.path).parent if spec.path else Path.cwd()
+    model = spec.bench.model
+    if model and not Path(model).is_absolute():
+        model = str(spec_dir / model)
+    found = predictions(
+        engine=spec.bench.engine,
+        server_args=[*spec.bench.server_args, *pc.cell.server_args],
+        kinds=model_kinds(model),
+        targets=spec.targets,
+        findings=outcome.findings,
+        cell=pc.cell.id,
+    )
+    if not found:
+        return outcome
+    findings = [*found, *outcome.findings]
+    verdict = verdict_of(findings)
+    data = {**outcome.data, "verdict": verdict, "findings": [f.to_dict() for f in findings]}
+    return CheckOutcome(verdict=verdict, findings=findings, data=data)
 
 
 def report_phase(run: RunDir, opts: RunOptions, progress: Progress) -> tuple[list[Path], list[str]]:

@@ -12,6 +12,7 @@ from typing import Any
 from stackmatrix import __version__
 from stackmatrix.findings import Finding
 from stackmatrix.report import config_drift as drift_mod
+from stackmatrix.report.failures import failure_text
 from stackmatrix.report.power import Calibration
 from stackmatrix.report.protocol import Protocol
 from stackmatrix.report.stats import Comparison, Interval, Thresholds, Verdict
@@ -141,6 +142,7 @@ class CellReport:
         for p in self.phases:
             if not p.ok:
                 detail = (p.message or p.code or "").split("\n", 1)[0]
+                detail = failure_text(detail, p.message or "", self.findings, code=p.code)
                 return f"{p.phase} {p.status}" + (f": {detail}" if detail else "")
         return "no benchmark rounds recorded"
 
