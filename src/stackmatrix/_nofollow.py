@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +96,15 @@ def links_below(root: Path) -> list[Path]:
     return [Path(entry.path) for entry, _ in walk(root) if entry.is_symlink()]
 
 
-def refuse_links(path: Path) -> None:
-    """Raise unless `path` (when it exists) and everything below it are free of links:
-    a command that writes there would write through them, outside the results."""
-    links = [path] if path.is_symlink() else links_below(path) if path.is_dir() else []
+
+def refuse_links(paths: Iterable[Path]) -> None:
+    """Raise when any of `paths` is a symbolic link: a command about to write there would
+    write through it, outside the results directory."""
+    links = [p for p in paths if p.is_symlink()]
     if links:
         listing = ", ".join(str(p) for p in links[:5]) + (" ..." if len(links) > 5 else "")
         raise ResultsError(
-            f"refusing to write into {path}: it holds symbolic links ({listing}); "
-            "stackmatrix writes results only inside the results directory, never through "
-            "a link. Remove the links, or move the directory aside"
+            f"refusing to write through symbolic links ({listing}); stackmatrix writes "
+            "results only inside the results directory, never through a link. Replace "
+            "them with the files or directories themselves, or move them aside"
         )

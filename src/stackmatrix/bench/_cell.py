@@ -98,11 +98,11 @@ def record_launch(
     st.save()
 
 
-def finish(st: CellState, bench: Bench) -> PhaseResult:
+def finish(st: CellState, bench: Bench, headline: str = "output_throughput") -> PhaseResult:
     result = st.result
     if result.status is Status.INTERRUPTED:
         result.status = Status.OK
-        result.message = _ok_message(st.launches, bench)
+        result.message = _ok_message(st.launches, headline)
         result.finished = now_iso()
     errors = sum(r.metrics["errors"] for ln in st.launches for r in ln.rounds)
     result.findings = [*busy_client(st), *result.findings]
@@ -173,11 +173,15 @@ def _cpu_share(rnd: RoundRecord) -> float:
     return float(rnd.metrics.get("client_cpu_share", 0.0))
 
 
-def _ok_message(launches: Sequence[LaunchRecord], bench: Bench) -> str:
+def _ok_message(launches: Sequence[LaunchRecord], headline: str) -> str:
+    """The headline's median of launches (each the median of its rounds): the figure the
+    report gives under the same name."""
     summary = _summary(launches)
-    tput = summary.get("output_throughput")
-    shown = f"{tput:.1f} tok/s" if tput is not None else "no throughput"
-    return f"{len(launches)} launch(es) x {bench.rounds} round(s): output {shown} (median)"
+    value = summary.get(headline)
+    shown = f"{value:.4g}" if value is not None else "not measured"
+    rounds = max((len(ln.rounds) for ln in launches), default=0)
+    shape = f"{len(launches)} launch(es) x {rounds} round(s)"
+    return f"{shape}: {headline} {shown} (median of launches)"
 
 
 def _summary(launches: Sequence[LaunchRecord]) -> dict[str, float]:

@@ -99,7 +99,7 @@ def run_bench_phase(
                 st.interrupt()
         raise
     for cid, st in states.items():
-        final[cid] = finish(st, bench)
+        final[cid] = finish(st, bench, spec.report.headline)
         say(cid, f"bench {final[cid].status.value}: {final[cid].message}")
     return {cid: final[cid] for cid in cell_ids if cid in final}
 

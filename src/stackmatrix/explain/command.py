@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from stackmatrix import layout
+from stackmatrix._lock import results_dir_lock
 from stackmatrix.errors import ResultsError, StackmatrixError
 from stackmatrix.explain.plan import plan_lines
 from stackmatrix.explain.runner import RoundRunner, explain_cell
@@ -41,14 +42,17 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
         for cell in cells:
             print("\n".join(plan_lines(args.results, cell, args.launches, args.warmup_launches)))
         return 0
-    for cell in cells:
-        path = explain_cell(args.results, cell, run_round=runner, launches=args.launches,
-                            max_rounds=args.rounds, warmup=args.warmup,
-                            warmup_launches=args.warmup_launches,
-                            rejudge=args.rejudge)  # fmt: skip
-        for line in json.loads(path.read_text(encoding="utf-8"))["sentences"]:
-            print(line)
-    _rerender(args.results)
+    # one writer per results directory: a run or another explain resuming it at once
+    # would write the same rounds and reports
+    with results_dir_lock(args.results):
+        for cell in cells:
+            path = explain_cell(args.results, cell, run_round=runner, launches=args.launches,
+                                max_rounds=args.rounds, warmup=args.warmup,
+                                warmup_launches=args.warmup_launches,
+                                rejudge=args.rejudge)  # fmt: skip
+            for line in json.loads(path.read_text(encoding="utf-8"))["sentences"]:
+                print(line)
+        _rerender(args.results)
     return 0
 
 
@@ -85,12 +89,14 @@ def explain_after_run(run_dir: Path, *, work_dir: Path, jobs: int, rounds: int,
     runner = round_runner(work_dir, jobs, progress)
     done: list[Path] = []
     tried = list(cells or explainable_cells(run_dir))
-    for cell in tried:
-        try:
-            done.append(explain_cell(run_dir, cell, run_round=runner, max_rounds=rounds))
-        except StackmatrixError as exc:
-            print(f"stackmatrix: explain {cell}: {exc}", file=sys.stderr)
-    if tried:
+    if not tried:
+        return done
+    with results_dir_lock(run_dir):
+        for cell in tried:
+            try:
+                done.append(explain_cell(run_dir, cell, run_round=runner, max_rounds=rounds))
+            except StackmatrixError as exc:
+                print(f"stackmatrix: explain {cell}: {exc}", file=sys.stderr)
         _rerender(run_dir)
     return done
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic, layout
+from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import StackmatrixError, UsageError
 from stackmatrix.explain import _toml
 from stackmatrix.explain.context import Context, prepare
@@ -60,8 +60,7 @@ def explain_cell(
     ctx, derived = prepare(run_dir, cell, launches)
     ctx = dataclasses.replace(ctx, warmup=warmup, warmup_launches=warmup_launches,
                               rejudge=rejudge)  # fmt: skip
-    out = run_dir / layout.EXPLAIN_DIR / cell
-    out.mkdir(parents=True, exist_ok=True)
+    out = _explain_dir(run_dir, cell)
     rounds: list[dict[str, Any]] = []
 
     cannot = [key for key, _ in derived.cannot]
@@ -82,6 +81,18 @@ def explain_cell(
     result.status = _status(result.status, rounds)
     _atomic.write_json(path, _explanation(ctx, derived, result, rounds))
     return path
+
+
+def _explain_dir(run_dir: Path, cell: str) -> Path:
+    """RUN/explain/<cell>/, made sure to hold no link: a round's spec, its results and
+    the explanation written through one would land outside the results directory."""
+    top = run_dir / layout.EXPLAIN_DIR
+    out = top / cell
+    _nofollow.refuse_links([top, out])
+    if out.is_dir():  # its round specs, round directories and explanation; a round's
+        _nofollow.refuse_links(out.iterdir())  # inside is the resumed run's to refuse
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _stopped(
@@ -128,7 +139,7 @@ def _round(
         spec_path = out / f"round-{k}.toml"
         text = _toml.dumps(derived_spec(ctx, k, groups, ids))
         _refuse_other_round(round_dir, text)
-        spec_path.write_text(text, encoding="utf-8")
+        _atomic.write_text(spec_path, text)  # replaces the file, never writes through it
         log.info("explain %s: round %d, %d revert cell(s)", ctx.cell, k, len(groups))
         run_round(spec_path, round_dir)
     results = load_run(round_dir)

@@ -212,3 +212,56 @@ def test_revert_cells_come_from_the_spec_as_run_not_its_redacted_copy(tmp_path: 
     original.write_text(text + "\n# edited since\n")  # changed since: the copy again
     ctx, _ = prepare(run, "cu130", None)
     assert "is not here or has changed" in ctx.note
+
+
+def _no_round(spec_path: Path, output: Path) -> None:
+    raise AssertionError(f"nothing may be measured through a link ({output})")
+
+
+@pytest.mark.parametrize("name", ["round-1.toml", "round-1"])
+def test_explain_never_writes_a_round_through_a_link(tmp_path: Path, name: str) -> None:
+    from stackmatrix.errors import ResultsError
+    from stackmatrix.explain.runner import explain_cell
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    victim = tmp_path / "victim"
+    if name.endswith(".toml"):
+        victim.write_text("mine\n")
+    else:
+        victim.mkdir()
+    (run / "explain" / "cu130").mkdir(parents=True)
+    (run / "explain" / "cu130" / name).symlink_to(victim)
+    with pytest.raises(ResultsError, match="symbolic link") as caught:
+        explain_cell(run, "cu130", run_round=_no_round)
+    assert caught.value.exit_code == 3
+    assert victim.read_text() == "mine\n" if victim.is_file() else not any(victim.iterdir())
+
+
+def test_explain_never_writes_a_round_outside_the_results(tmp_path: Path) -> None:
+    from stackmatrix.errors import ResultsError
+    from stackmatrix.explain.runner import explain_cell
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (run / "explain").symlink_to(outside)
+    with pytest.raises(ResultsError, match="symbolic link"):
+        explain_cell(run, "cu130", run_round=_no_round)
+    assert list(outside.iterdir()) == []
+
+
+def test_explain_waits_for_no_one_holding_the_results_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stackmatrix._lock import results_dir_lock
+    from stackmatrix.cli import main
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    with results_dir_lock(run):  # a run resuming into it now
+        code = main(["explain", str(run), "--cell", "cu130", "--work-dir", str(tmp_path / "w")])
+    assert code == 3
+    assert "in use by another stackmatrix run" in capsys.readouterr().err
+    assert not (run / "explain").exists()

@@ -1,0 +1,61 @@
+"""Adaptive launches through the real launch path (a local streaming server per launch):
+a cell whose decode is twice as slow is decided after the first `min` cycles and the
+run stops there, in a balanced order whose seed is recorded."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from stackmatrix.bench.phase import run_bench_phase
+from stackmatrix.build.base import Environment
+from stackmatrix.results import RunDir, Status
+from stackmatrix.spec_model import Bench, Cell, ReportPolicy, Spec, Workload
+
+pytestmark = pytest.mark.integration
+
+FAKE = Path(__file__).with_name("fake_engine.py")
+
+
+def _env(gap_s: float) -> Environment:
+    env = {"FAKE_MODE": "ok", "FAKE_REJECT_IGNORE_EOS": "1", "FAKE_GAP_S": str(gap_s),
+           "FAKE_TOKENS": "12"}  # fmt: skip
+    return Environment(backend="venv", python=(sys.executable, str(FAKE)), env=env)
+
+
+def test_a_decided_cell_stops_the_run_at_min_launches(tmp_path: Path) -> None:
+    spec = Spec(
+        name="adaptive",
+        path=str(tmp_path / "spec.toml"),
+        baseline="base",
+        cells=(Cell(id="base"), Cell(id="slow")),
+        bench=Bench(
+            engine="transformers",
+            model="fake-model",
+            launches=6,
+            min_launches=3,
+            rounds=1,
+            ready_timeout_s=10.0,
+            workload=Workload(input_len=8, output_len=12, num_prompts=4, warmup=1),
+        ),
+        report=ReportPolicy(headline="decode_tok_s", min_effect=0.05),
+        order="balanced",
+    )
+    run = RunDir(tmp_path / "run")
+    envs = {"base": _env(0.01), "slow": _env(0.03)}  # 3x the time per token
+    results = run_bench_phase(spec, run, ["base", "slow"], environments=envs, order="balanced")
+    assert {r.status for r in results.values()} == {Status.OK}
+    plans = {cid: r.data["launch_plan"] for cid, r in results.items()}
+    assert plans["slow"]["verdict"] == "slower" and plans["slow"]["stopped"] == "decided"
+    assert plans["base"] == {**plans["base"], "min": 3, "max": 6, "looks": 4, "launches": 3}
+    assert [len(r.data["launches"]) for r in results.values()] == [3, 3]
+    schedule = json.loads((run.path / "bench-schedule.json").read_text())
+    assert schedule["order"] == "balanced" and isinstance(schedule["order_seed"], int)
+    cycles = [[s["cell"] for s in schedule["slots"] if s["launch"] == k] for k in (1, 2, 3)]
+    assert all(sorted(c) == ["base", "slow"] for c in cycles)
+    # a resume with nothing undecided adds no launch
+    again = run_bench_phase(spec, run, ["base", "slow"], environments=envs, order="balanced")
+    assert [len(r.data["launches"]) for r in again.values()] == [3, 3]
