@@ -26,6 +26,17 @@ CREDENTIAL_NAME_PATTERN = (
     r"|(?:^|[_\-.])(?:token|auth|key)$"
 )
 _SECRET_NAME = re.compile(CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
+# More credential names, matched here only (the probe's copy above reads a few engine
+# variables): `MY_CREDS`, `GPG_PASSPHRASE`, `--authkey`; `DB_PASS`, `--db-pass`, and
+# `pass`, `passwd`, `password` glued to a prefix (`PGPASS`, `PGPASSWORD`). Not `pass`
+# inside a name (`PASSTHROUGH_MODE`, `enable_forward_pass_metrics`) nor the English
+# words ending in it (`COMPASS`, `BYPASS`): those are configuration to compare.
+_MORE_SECRET_NAMES = re.compile(
+    r"(?:^|[_\-.])(?:creds?|passphrase|auth[_\-]?(?:key|token))(?:$|[_\-.])"
+    r"|passw(?:or)?d$|passphrase$"
+    r"|(?<!com)(?<!by)(?<!sur)(?<!tres)(?<!over)(?<!under)pass$",
+    re.IGNORECASE,
+)
 # Shapes of credentials, so a token passed under an innocent name is still hidden.
 _SECRET_VALUE = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
@@ -38,7 +49,7 @@ REDACTED = "<redacted>"
 def is_secret_name(name: str) -> bool:
     # camelCase words count as words too (`hfToken`, `apiKey`)
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
-    return bool(_SECRET_NAME.search(spaced))
+    return bool(_SECRET_NAME.search(spaced) or _MORE_SECRET_NAMES.search(spaced))
 
 
 def is_secret_value(value: object) -> bool:
@@ -56,6 +67,18 @@ def _url_userinfo(m: re.Match[str]) -> str:
     if m.group("password") is None:
         return f"{m.group('scheme')}{REDACTED}@"
     return f"{m.group('scheme')}{m.group('user')}:{REDACTED}@"
+
+
+def mask_url_passwords(text: str) -> str:
+    """`text` with each URL's password (or lone token) shown as `***`, the user name and
+    the host kept: an error message that quotes a value stays one a person can act on."""
+
+    def mask(m: re.Match[str]) -> str:
+        if m.group("password") is None:
+            return f"{m.group('scheme')}***@"
+        return f"{m.group('scheme')}{m.group('user')}:***@"
+
+    return _URL_USERINFO.sub(mask, text)
 
 
 def redact_text(text: str) -> str:
@@ -164,7 +187,7 @@ def redact_spec_text(text: str) -> str:
     (an inline env table's too), the value after a secret flag in a server-args array,
     and every credential-shaped string (a URL's password, a token's shape)."""
     text = _SECRET_ASSIGNMENT.sub(_hide_secret_value, text)
-    return redact_text(_SECRET_FLAG.sub(_hide_flag_value, text))
+    return redact_text(_hide_flag_values(text))
 
 
 # `KEY = "value"` in TOML, also inside an inline table such as env = { KEY = "value" }
@@ -178,17 +201,31 @@ def _hide_secret_value(match: re.Match[str]) -> str:
     return f'{quote}{key}{quote}{eq}"{REDACTED}"' if is_secret_name(key) else match.group(0)
 
 
-# a server arg in a TOML array: "--api-key", "value" or "--api-key=value"
-_SECRET_FLAG = re.compile(
-    r"""(["'])(--?[A-Za-z0-9_.\-]+)(=[^"'\n]*)?\1(\s*,\s*)?(["'][^"'\n]*["'])?"""
-)
+# the strings of a TOML text, and what separates one from the next in an array: a comma
+# and blanks, newlines or comments
+_STRING = re.compile(r""""(?:[^"\\\n]|\\.)*"|'[^'\n]*'""")
+_ARRAY_GAP = re.compile(r"\s*,\s*(?:#[^\n]*\n\s*)*")
 
 
-def _hide_flag_value(match: re.Match[str]) -> str:
-    quote, flag, inline, comma, following = match.groups()
-    if not is_secret_name(flag.lstrip("-")):
-        return match.group(0)
-    hidden = f'"{REDACTED}"' if following else ""
-    if inline:
-        return f"{quote}{flag}={REDACTED}{quote}{comma or ''}{following or ''}"
-    return f"{quote}{flag}{quote}{comma or ''}{hidden}"
+def _hide_flag_values(text: str) -> str:
+    """Every server arg after a secret flag (`"--api-key", "value"`, across lines too)
+    and the value of `"--hf-token=value"` hidden, however many follow one another."""
+    out: list[str] = []
+    end = 0
+    after_flag = False
+    for match in _STRING.finditer(text):
+        gap = text[end : match.start()]
+        token = match.group(0)
+        quote, body = token[0], token[1:-1]
+        if after_flag and _ARRAY_GAP.fullmatch(gap):
+            token = f'"{REDACTED}"'
+            after_flag = False
+        else:
+            flag, eq, _ = body.partition("=")
+            secret = flag.startswith("-") and is_secret_name(flag.lstrip("-"))
+            after_flag = secret and not eq
+            if secret and eq:
+                token = f"{quote}{flag}={REDACTED}{quote}"
+        out += [gap, token]
+        end = match.end()
+    return "".join([*out, text[end:]])

@@ -6,13 +6,16 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from stackmatrix._secrets import mask_url_passwords
+
 
 class Problems:
     def __init__(self) -> None:
         self.items: list[str] = []
 
     def add(self, path: str, message: str) -> None:
-        self.items.append(f"{path}: {message}")
+        # a message quotes the value: an index URL's password must not reach stderr or CI
+        self.items.append(f"{path}: {mask_url_passwords(message)}")
 
     def __bool__(self) -> bool:
         return bool(self.items)

@@ -16,7 +16,7 @@ from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.records import BenchData
 from stackmatrix.results import RunDir
-from stackmatrix.spec import load_spec
+from stackmatrix.spec import MAX_LAUNCHES, load_spec
 
 
 def launch_values(bench_data: dict[str, Any], metric: str) -> list[list[float]]:
@@ -30,11 +30,14 @@ def calibrate_main(args: argparse.Namespace) -> int:
     from stackmatrix._console import Console
     from stackmatrix.report.power import calibrate
 
+    if not 2 <= args.launches <= MAX_LAUNCHES:  # as a spec's bench.launches is
+        raise UsageError(
+            f"calibrate --launches must be from 2 to {MAX_LAUNCHES} (3 or more is better), "
+            f"not {args.launches}"
+        )
     spec = load_spec(args.spec)
     if spec.bench is None:
         raise UsageError(f"{args.spec}: calibration needs a [bench] section")
-    if args.launches < 2:
-        raise UsageError("--launches must be at least 2 (3 or more is better)")
     cell = args.cell[0] if args.cell else spec.baseline
     spec = replace(spec, bench=replace(spec.bench, launches=args.launches))
     opts = RunOptions(

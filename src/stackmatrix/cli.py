@@ -168,12 +168,12 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument(
         "--work-dir",
-        type=Path,
+        type=_work_dir,
         default=None,
         help="where environments are kept (default: $STACKMATRIX_WORK_DIR or ~/.cache/stackmatrix)",
     )
     sp.add_argument(
-        "--jobs", type=int, default=2, help="cells built and checked at once (default: 2)"
+        "--jobs", type=_positive_int, default=2, help="cells built and checked at once (default: 2)"
     )
     sp.add_argument(
         "--resume",
@@ -189,6 +189,30 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--order", choices=ORDERS, default=None)
     sp.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
+
+
+def _positive_int(text: str) -> int:
+    """--jobs: a count of at least one (0 would start no worker and hang)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _work_dir(text: str) -> Path:
+    import argparse
+
+    from stackmatrix._workdir import work_dir_problem
+
+    problem = work_dir_problem(Path(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
 
 
 def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -213,8 +237,8 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     ex.add_argument("--cell", action="append", default=[], help="default: every slower/faster cell")
     ex.add_argument("--launches", type=int, default=None, help="launches per cell per round")
     ex.add_argument("--rounds", type=int, default=4, help="at most this many rounds per cell")
-    ex.add_argument("--jobs", type=int, default=2)
-    ex.add_argument("--work-dir", type=Path, default=None)
+    ex.add_argument("--jobs", type=_positive_int, default=2)
+    ex.add_argument("--work-dir", type=_work_dir, default=None)
     warmup_help = "warm-up requests per launch in the rounds (default: the run's)"
     ex.add_argument("--warmup", type=int, default=None, help=warmup_help)
     launches_help = "warm-up launches per cell in the rounds (default: the run's, at least 1)"

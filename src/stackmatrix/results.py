@@ -143,6 +143,19 @@ class CellDir:
         except ResultsError as exc:
             raise ResultsError(f"{path}: {exc.message}") from exc
 
+    def read_to_resume(self, phase: str) -> PhaseResult | None:
+        """`read`, for a resume that appends to the record: one that cannot be read (cut
+        short, or of a newer stackmatrix) may hold measured launches, so it is refused,
+        never replaced by a fresh record."""
+        try:
+            return self.read(phase)
+        except ResultsError as exc:
+            raise ResultsError(
+                f"{exc.message}\n{self.result_path(phase)} is left as it is: it may hold "
+                "measured launches that resuming would replace. Move it aside (or resume "
+                "with the stackmatrix version that wrote it) and run again"
+            ) from exc
+
     def write(self, result: PhaseResult) -> Path:
         path = self.result_path(result.phase)
         _atomic.write_json(path, result.to_dict())

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from stackmatrix.calibrate import launch_values, noise_note, render
+from stackmatrix.cli import main
 
 
 def test_launch_values_skip_failed_rounds() -> None:
@@ -47,3 +52,19 @@ def test_render_lists_launches_and_detectable_changes() -> None:
     assert "launch 1: 65.00, 66.00" in text
     assert "within-launch sd: 2.00%" in text
     assert "3 launches per cell: 20.00%  (> min_effect 5.0%)" in text
+
+
+@pytest.mark.parametrize("launches", ["1", "1001", "1000000000"])
+def test_calibrate_refuses_launches_out_of_range_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], launches: str
+) -> None:
+    # a billion launches were planned in memory at once and the process was OOM-killed
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'name = "s"\n\n[[cell]]\nid = "a"\nbackend = "current"\n\n[bench]\nmodel = "m"\n'
+    )
+    out = tmp_path / "out"
+    argv = ["calibrate", str(spec), "--launches", launches, "--output", str(out)]
+    assert main(argv) == 2
+    assert "calibrate --launches must be from 2 to 1000" in capsys.readouterr().err
+    assert not out.exists()

@@ -2,6 +2,7 @@
 inside it (issue 16, defects 3, 5, 6). Every refusal here comes before any build."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -107,6 +108,56 @@ def test_resume_redoes_a_corrupt_phase_result_and_refuses_a_corrupt_run_json(tmp
     capsys.readouterr()
     assert main(argv) == 3
     assert f"{out / 'run.json'} is corrupt: cells is int" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text", ['{"schema_version": 1, "data": {"launches": [', '{"schema_version": 2}']
+)
+def test_resume_refuses_a_bench_json_it_cannot_read(tmp_path, capsys, text):
+    # it may hold launches that took GPU time: never replaced by an empty record
+    spec, out = spec_file(tmp_path, "adv"), tmp_path / "out"
+    bench = out / "cells" / "a" / "bench.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text(text)
+    argv = ["bench", str(spec), "--output", str(out), "--work-dir", str(tmp_path / "work")]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert str(bench) in err and "Move it aside" in err
+    assert bench.read_text() == text and not (out / "run.json").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "build", "calibrate", "explain"])
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_jobs_below_one_are_refused(tmp_path, capsys, command, jobs):
+    target = str(tmp_path) if command == "explain" else str(spec_file(tmp_path, "adv"))
+    with pytest.raises(SystemExit) as info:
+        main([command, target, "--jobs", jobs])
+    assert info.value.code == 2
+    assert f"argument --jobs: must be at least 1, got {jobs}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("work_dir", ["/", "/.."])
+def test_the_filesystem_root_is_no_work_dir(tmp_path, capsys, monkeypatch, work_dir):
+    spec, out = spec_file(tmp_path, "adv"), tmp_path / "out"
+    with pytest.raises(SystemExit) as info:
+        main(["build", str(spec), "--output", str(out), "--work-dir", work_dir])
+    assert info.value.code == 2 and "is the filesystem root" in capsys.readouterr().err
+    monkeypatch.setenv("STACKMATRIX_WORK_DIR", work_dir)
+    assert main(["build", str(spec), "--output", str(out)]) == 2
+    assert "$STACKMATRIX_WORK_DIR: '/" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_work_dir_it_cannot_write_is_refused(tmp_path):
+    from stackmatrix._workdir import work_dir_problem
+
+    afile, locked = tmp_path / "afile", tmp_path / "locked"
+    afile.write_text("")
+    locked.mkdir(mode=0o500)
+    assert "is not a directory" in (work_dir_problem(afile) or "")
+    assert work_dir_problem(tmp_path / "new" / "dir") is None
+    if os.geteuid() != 0:  # root writes anywhere
+        assert "is not writable" in (work_dir_problem(locked) or "")
 
 
 SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzzzz"  # noqa: S105 - planted, to be kept out

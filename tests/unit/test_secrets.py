@@ -9,6 +9,7 @@ from stackmatrix._secrets import (
     redact,
     redact_argv,
     redact_files,
+    redact_spec_text,
     redact_text,
     secret_values,
 )
@@ -117,3 +118,27 @@ def test_redact_files_rewrites_only_what_holds_a_secret(tmp_path: Path) -> None:
     )  # fmt: skip
     assert clean.stat().st_mtime_ns == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clean.log", "link.log", "server.log"]
+
+
+def test_spec_text_hides_every_value_of_a_secret_flag() -> None:
+    text = (
+        'server_args = ["--hf-token=hf-planted-1", "--api-key", "planted-2", "--tp", "8"]\n'
+        'server_args = [\n  "--db-pass",  # the database\n  "planted-3",\n  "--creds",\n'
+        '  \'planted-4\',\n  "--authkey=planted-5",\n  "--tokenizer-path", "/models/tok",\n]\n'
+    )
+    hidden = redact_spec_text(text)
+    assert "planted" not in hidden
+    assert f'"--hf-token={REDACTED}", "--api-key", "{REDACTED}", "--tp", "8"' in hidden
+    assert '"--tokenizer-path", "/models/tok"' in hidden
+    argv = ["--hf-token=hf-planted-1", "--api-key", "planted-2", "--db-pass", "planted-3"]
+    assert redact_argv(argv) == [f"--hf-token={REDACTED}", "--api-key", REDACTED,
+                                 "--db-pass", REDACTED]  # fmt: skip
+
+
+def test_more_credential_names_and_words_that_only_look_like_one() -> None:
+    hidden = ["MY_CREDS", "DB_PASS", "PGPASS", "PASSPHRASE", "PGPASSWORD", "GPG_PASSPHRASE",
+              "db-pass", "dbPass", "authkey", "auth_token"]  # fmt: skip
+    kept = ["PASSTHROUGH_MODE", "COMPASS", "BYPASS", "enable_forward_pass_metrics",
+            "pass_rate", "credit", "keyfile", "tokenizer_path"]  # fmt: skip
+    assert [k for k in hidden if not is_secret_name(k)] == []
+    assert [k for k in kept if is_secret_name(k)] == []

@@ -448,6 +448,27 @@ def test_bad_load_points_are_named() -> None:
     assert "bench.points: expected an array of tables" in "\n".join(problems(_with_points(5)))
 
 
+def test_a_file_load_point_without_a_path_is_a_problem_now_not_at_the_bench() -> None:
+    found = problems(_with_points([{"name": "f", "kind": "file"}]))
+    assert found == ['bench.points[0].path: kind = "file" needs path = "prompts.jsonl"']
+    spec = parse_spec(_with_points([{"name": "f", "kind": "file", "path": "p.jsonl"}]))
+    assert spec.bench is not None and spec.bench.points[0].workload.path == "p.jsonl"
+
+
+def test_url_passwords_never_reach_a_validation_message() -> None:
+    pw = "s3cr3t-pw"
+    raw = {"name": "m", "cell": [{
+        "id": "a",
+        "index_url": f"https://user:{pw}@host/simple; rm -rf /",
+        "extra_index_urls": [f"ftp://user:{pw}@host/simple"],
+        "find_links": [f"https://user:{pw}@host/links|x"],
+        "pins": [f"torch @ https://user:{pw}@host/t.whl;$(id)", f"bad pin https://u:{pw}@h/"],
+    }]}  # fmt: skip
+    found = problems(raw)
+    assert len(found) == 5 and not [x for x in found if pw in x]
+    assert "'https://user:***@host/simple; rm -rf /'" in "\n".join(found)
+
+
 def test_a_bad_headline_key_is_said_once_not_again_per_point() -> None:
     raw = _with_points([{"name": "c8", "max_concurrency": 8}, {"name": "c16", "seed": -1}])
     raw["bench"]["workload"]["output_len"] = 0  # type: ignore[index]

@@ -31,6 +31,7 @@ from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.build.base import Environment
+from stackmatrix.errors import ResultsError
 from stackmatrix.records import BenchData, check_verdict
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, Spec
@@ -208,13 +209,16 @@ def _prepare(
     cell_dir = run_dir.cell(cid)
     environment = environments.get(cid)
     inputs = inputs_hash(spec, bench, cid, environment, wl_hash)
+    try:
+        previous = cell_dir.read_to_resume("bench")
+    except ResultsError as exc:
+        return _kept_unreadable(cell_dir, inputs, exc)
     skip = _skip_reason(spec, bench, engine, cell_dir, cid, environment, force)
     if skip is not None:
         code, message = skip
         run = PhaseRun.begin(cell_dir, "bench", inputs)
         run.result.status, run.result.code, run.result.message = Status.SKIPPED, code, message
         return run.end()
-    previous = cell_dir.read("bench")
     if previous is not None and previous.inputs_hash == inputs:
         data = BenchData.from_dict(previous.data)
         done = [ln for ln in data.launches if ln.status == "ok"]
@@ -227,6 +231,14 @@ def _prepare(
         state.result.started = previous.started or state.result.started
         return state
     return _state(spec, cid, cell_dir, inputs, environment)
+
+
+def _kept_unreadable(cell_dir: CellDir, inputs: str, exc: ResultsError) -> PhaseResult:
+    """The cell's status when its bench.json cannot be read: failed, and not written, so
+    the file and the launches it may hold stay (the run refuses it before this)."""
+    result = PhaseRun.begin(cell_dir, "bench", inputs).result
+    result.status, result.code, result.message = Status.FAILED, "unreadable_record", exc.message
+    return result
 
 
 def _state(

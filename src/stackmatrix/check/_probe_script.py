@@ -33,6 +33,19 @@ EXTENSION_MODULES = (
     "xformers",
     "transformers",
 )
+# What an engine's serving process imports, importable without a GPU: the entry modules
+# in order (the first that imports is the serving path; the others are fallbacks for
+# versions without it), then the kernels it loads when the model is loaded (the
+# scheduler's import of sgl_kernel, vllm's ops), which no entry module needs to import.
+SERVING_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "sglang": (
+        ("sglang.srt.entrypoints.http_server", "sglang.srt.server_args", "sglang"),
+        ("sgl_kernel", "flashinfer"),
+    ),
+    "vllm": (("vllm.entrypoints.openai.api_server", "vllm"), ("vllm._C", "vllm._moe_C")),
+    "transformers": (("transformers",), ()),
+}
+MAX_LOADED_LIBRARIES = 5000
 ENV_PREFIXES = ("CUDA_", "NCCL_", "SGLANG_", "SGL_", "FLASHINFER_", "VLLM_", "TORCH_", "PYTORCH_")
 ENV_NAMES = (
     "LD_LIBRARY_PATH",
@@ -196,10 +209,86 @@ def probe_imports(names: list[str]) -> dict[str, Any]:
     return out
 
 
+def _import_quietly(name: str) -> dict[str, Any]:
+    try:
+        # a module printing on import must not corrupt the JSON on stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            importlib.import_module(name)
+    except BaseException as exc:  # SystemExit/ImportError/OSError from native code alike
+        return {"module": name, "ok": False, "error": _error(exc)}
+    return {"module": name, "ok": True}
+
+
+def mapped_libraries(maps: str) -> list[str]:
+    """Shared objects in /proc/self/maps text: absolute paths ending in .so or with .so."""
+    found: set[str] = set()
+    for line in maps.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) < 6:
+            continue
+        path = fields[5].strip()
+        if path.endswith(" (deleted)"):  # no str.removesuffix: older cell interpreters
+            path = path[: -len(" (deleted)")]
+        name = path.rsplit("/", 1)[-1]
+        if path.startswith("/") and (name.endswith(".so") or ".so." in name):
+            found.add(path)
+    return sorted(found)
+
+
+def probe_serving(entry: list[str], model_load: list[str]) -> dict[str, Any]:
+    """Import the serving path (the first entry module that imports, then what model
+    loading imports), before anything else of this probe, and read which shared objects
+    the process then has mapped. `imported` is None when no entry module imported:
+    the mapped set then says nothing about the serving path."""
+    attempts: list[dict[str, Any]] = []
+    imported = None
+    for name in entry:
+        attempts.append(_import_quietly(name))
+        if attempts[-1]["ok"]:
+            imported = name
+            break
+    if imported is not None:
+        attempts += [_import_quietly(name) for name in model_load]
+    try:
+        loaded = mapped_libraries(Path("/proc/self/maps").read_text(encoding="utf-8"))
+    except OSError as exc:
+        return {"modules": attempts, "imported": None, "loaded_libraries": None,
+                "error": _error(exc)}  # fmt: skip
+    return {
+        "modules": attempts,
+        "imported": imported,
+        "loaded_libraries": loaded[:MAX_LOADED_LIBRARIES],
+        "truncated": len(loaded) > MAX_LOADED_LIBRARIES,
+    }
+
+
+def _arg(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def serving_plan(argv: list[str]) -> tuple[str | None, list[str], list[str]]:
+    """(engine, entry modules, model-load modules) from --engine and --serving-modules
+    (which replaces the engine's entry modules, for an engine this script does not know)."""
+    engine = _arg(argv, "--engine")
+    entry, model_load = SERVING_MODULES.get(engine or "", ((), ()))
+    override = _arg(argv, "--serving-modules")
+    if override:
+        return engine, override.split(","), []
+    return engine, list(entry), list(model_load)
+
+
 def main(argv: list[str]) -> int:
     modules = list(EXTENSION_MODULES)
     if "--modules" in argv:
         modules = argv[argv.index("--modules") + 1].split(",")
+    engine, entry, model_load = serving_plan(argv)
+    # first: what the probe imports itself (torch, every extension module) is no
+    # evidence of what the server loads
+    serving = probe_serving(entry, model_load) if entry else None
+    loaded = None
+    if serving is not None:
+        serving["engine"] = engine
+        loaded = serving.pop("loaded_libraries")
     torch_info, torch = probe_torch()
     devices = probe_devices(torch)
     result: dict[str, Any] = {
@@ -219,6 +308,8 @@ def main(argv: list[str]) -> int:
         "driver": probe_driver(),
         "imports": probe_imports(modules),
         "env": behaviour_env(),
+        "serving": serving,
+        "loaded_libraries": loaded,
     }
     if devices.get("cuda_available"):
         result["smoke"] = smoke(torch)

@@ -11,17 +11,18 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from stackmatrix import _proc
 from stackmatrix.build.base import Environment
-from stackmatrix.check import _data, driver, libs, nvcc, probe, scancache
+from stackmatrix.check import _data, driver, libs, nvcc, probe, relevance, scancache
 from stackmatrix.check.features import feature_findings
 from stackmatrix.check.importpath import import_path
 from stackmatrix.check.inventory import Inventory, read_inventory
+from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
 from stackmatrix.findings import Finding, Severity
@@ -37,10 +38,15 @@ def check_environment(
     log_path: Path | None,
     run_probe: bool = True,
     scan_cache: ScanCache | None = None,
+    engine: str | None = None,
+    serving_modules: Sequence[str] | None = None,
 ) -> CheckOutcome:
     """Check one environment; every problem is a finding, never an exception.
 
-    With `scan_cache`, the static scan of unchanged files is reused (scancache.py)."""
+    With `scan_cache`, the static scan of unchanged files is reused (scancache.py).
+    With `engine` (or `serving_modules`, replacing the engine's entry modules), the
+    probe imports the serving path, and findings about files it does not load are
+    latent (relevance.py)."""
     t0 = time.monotonic()
     site = import_path(environment)
     ctx = libs.search_context(environment.root, site, environment.env)
@@ -59,6 +65,7 @@ def check_environment(
     )
     findings += drv_findings
     findings += _known_bad(inventory, cell_id)
+    findings += same_version_findings(inventory, cell_id)
     feature_found, data["features"] = feature_findings(
         inventory, environment.env, cell_id, root=environment.root
     )
@@ -75,10 +82,12 @@ def check_environment(
     if run_probe:
         t1 = time.monotonic()
         data["probe"], probe_findings = probe.probe_check(
-            environment.python, log_path, environment.env, cell_id
-        )
+            environment.python, log_path, environment.env, cell_id,
+            engine=engine, serving_modules=serving_modules,
+        )  # fmt: skip
         data["timing"]["probe_s"] = time.monotonic() - t1
         findings += probe_findings
+    findings = _serving_path(findings, data, site, environment.root)
     verdict = verdict_of(findings)
     data["verdict"] = verdict
     data["findings"] = [f.to_dict() for f in findings]
@@ -126,6 +135,24 @@ def _static_scan(
     if not _proc.interrupted():  # a scan cut short by Ctrl-C is not the environment's
         scancache.store(cache, key, scan)
     return scan, "miss"
+
+
+def _serving_path(
+    findings: list[Finding], data: dict[str, Any], site: Sequence[Path], root: Path
+) -> list[Finding]:
+    """Mark the findings about files the server does not load (relevance.py) and record
+    what was judged: `data["serving_path"]`, with each target's loaded-only coverage."""
+    loaded = relevance.loaded_set(data.get("probe"), root)
+    latent = relevance.latent_files(data.get("extensions", []), site, loaded)
+    data["serving_path"] = {
+        "known": loaded is not None,
+        "module": loaded.module if loaded is not None else None,
+        "latent": sorted(latent),
+        "target_summary": relevance.serving_summary(
+            data.get("coverage", {}), data.get("optional", {}), latent
+        ),
+    }
+    return relevance.mark_latent(findings, latent)
 
 
 def _known_bad(inventory: Inventory, cell: str | None) -> list[Finding]:

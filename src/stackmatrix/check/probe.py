@@ -26,12 +26,25 @@ class ProbeFailed(RuntimeError):
     """The probe did not produce its JSON (interpreter missing, crash, timeout)."""
 
 
-def probe_argv(python: Sequence[str], modules: Sequence[str] | None = None) -> list[str]:
+def probe_argv(
+    python: Sequence[str],
+    modules: Sequence[str] | None = None,
+    *,
+    engine: str | None = None,
+    serving_modules: Sequence[str] | None = None,
+) -> list[str]:
     """argv that runs the probe: its source is passed with -c so that it also works
-    where the script's host path is not visible (a container's interpreter)."""
+    where the script's host path is not visible (a container's interpreter).
+
+    With `engine` (or `serving_modules`, tried in order, replacing the engine's), it
+    first imports the serving path and reports the shared objects then mapped."""
     argv = [*python, "-c", SCRIPT.read_text(encoding="utf-8"), "--"]
     if modules:
         argv += ["--modules", ",".join(modules)]
+    if engine:
+        argv += ["--engine", engine]
+    if serving_modules:
+        argv += ["--serving-modules", ",".join(serving_modules)]
     return argv
 
 
@@ -52,10 +65,13 @@ def run_probe(
     log_path: Path | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
+    engine: str | None = None,
+    serving_modules: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The probe JSON of the interpreter `python` (an argv prefix)."""
+    argv = probe_argv(python, modules, engine=engine, serving_modules=serving_modules)
     try:
-        result = _proc.run(probe_argv(python, modules), log_path=log_path, timeout=timeout, env=env)
+        result = _proc.run(argv, log_path=log_path, timeout=timeout, env=env)
     except FileNotFoundError as exc:
         raise ProbeFailed(f"cannot run {python[0]!r}: {exc}") from exc
     if result.timed_out:
@@ -66,12 +82,25 @@ def run_probe(
 
 
 def probe_check(
-    python: Sequence[str], log_path: Path | None, env: dict[str, str], cell: str | None
+    python: Sequence[str],
+    log_path: Path | None,
+    env: dict[str, str],
+    cell: str | None,
+    *,
+    engine: str | None = None,
+    serving_modules: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any] | None, list[Finding]]:
     """The probe's data (None when it did not run) and its findings: SM-PROBE-FAILED,
-    SM-IMPORT-FAILED or SM-IMPORT-NEEDS-DRIVER, SM-NO-GPU, SM-SMOKE-FAILED."""
+    SM-IMPORT-FAILED or SM-IMPORT-NEEDS-DRIVER, SM-NO-GPU, SM-SMOKE-FAILED,
+    SM-SERVING-PATH-UNKNOWN."""
     try:
-        data = run_probe(python, log_path=log_path, env=env or None)
+        data = run_probe(
+            python,
+            log_path=log_path,
+            env=env or None,
+            engine=engine,
+            serving_modules=serving_modules,
+        )
     except ProbeFailed as exc:
         return None, [
             Finding(
@@ -86,6 +115,7 @@ def probe_check(
     for name, res in sorted(data.get("imports", {}).items()):
         if res.get("installed") and not res.get("ok"):
             out.append(_import_finding(name, res.get("error", {}), data, cell))
+    out += _serving_findings(data.get("serving"), cell)
     if not data.get("gpu", {}).get("cuda_available"):
         out.append(
             Finding(
@@ -109,6 +139,31 @@ def probe_check(
             )
         )
     return data, out
+
+
+def _serving_findings(serving: Any, cell: str | None) -> list[Finding]:
+    """SM-SERVING-PATH-UNKNOWN: no entry module of the serving path imported, so which
+    libraries the server loads is unknown and every extension is judged (relevance.py)."""
+    if not isinstance(serving, dict) or serving.get("imported"):
+        return []
+    attempts = [a for a in serving.get("modules", []) if isinstance(a, dict)]
+    why = "; ".join(_attempt_text(a) for a in attempts)
+    return [
+        Finding(
+            code="SM-SERVING-PATH-UNKNOWN",
+            severity=Severity.INFO,
+            cell=cell,
+            subject=str(serving.get("engine") or "serving"),
+            message="no serving module imported, so every extension is judged as one the "
+            f"server loads ({why or serving.get('error')})",
+            details={"modules": attempts},
+        )
+    ]
+
+
+def _attempt_text(attempt: dict[str, Any]) -> str:
+    err = attempt.get("error") or {}
+    return f"{attempt.get('module')}: {err.get('type')}: {str(err.get('message'))[:300]}"
 
 
 def _import_finding(name: str, err: Any, data: dict[str, Any], cell: str | None) -> Finding:
@@ -136,18 +191,30 @@ def _has_gpu(probe_data: dict[str, Any]) -> bool:
 
 
 def probe_main(argv: Sequence[str]) -> int:
-    """`stackmatrix probe [--python PY] [--modules a,b] [--out FILE]`."""
+    """`stackmatrix probe [--python PY] [--modules a,b] [--engine E] [--out FILE]`."""
     parser = argparse.ArgumentParser(prog="stackmatrix probe", description=probe_main.__doc__)
     parser.add_argument(
         "--python", default=sys.executable, help="interpreter to probe (default: this one)"
     )
     parser.add_argument("--modules", default=None, help="comma-separated modules to import")
+    parser.add_argument(
+        "--engine", default=None, help="import its serving path first; report what it maps"
+    )
+    parser.add_argument(
+        "--serving-modules", default=None, help="comma-separated serving modules, in order"
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON to this file")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
     args = parser.parse_args(list(argv))
     modules = args.modules.split(",") if args.modules else None
     try:
-        data = run_probe([args.python], modules=modules, timeout=args.timeout)
+        data = run_probe(
+            [args.python],
+            modules=modules,
+            timeout=args.timeout,
+            engine=args.engine,
+            serving_modules=args.serving_modules.split(",") if args.serving_modules else None,
+        )
     except ProbeFailed as exc:
         print(f"stackmatrix probe: {exc}", file=sys.stderr)
         return 1

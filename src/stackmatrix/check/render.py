@@ -68,8 +68,10 @@ def _coverage(data: dict[str, Any]) -> list[str]:
         summary = data.get("target_summary", {}).get(target, "n/a")
         lines.append(f"{target}: {summary}")
         optional = data.get("optional", {})
+        latent = set((data.get("serving_path") or {}).get("latent", []))
         for rel, value in sorted(per.items()):
             note = f"  (optional: {optional[rel]})" if rel in optional else ""
+            note += "  (latent: not loaded by the server)" if rel in latent else ""
             lines.append(f"  {value:6} {rel}{note}")
         for rel in data.get("not_loaded", {}).get(target, []):
             lines.append(f"  -      {rel} (not loaded on {target})")

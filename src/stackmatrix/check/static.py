@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from stackmatrix.check import coverage, extension, libs, scan
+from stackmatrix.check import coverage, extension, libs, relevance, scan
 from stackmatrix.check._elftypes import ELFError
 from stackmatrix.check.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
@@ -29,9 +29,12 @@ class CheckOutcome(NamedTuple):
 
 
 def verdict_of(findings: Sequence[Finding]) -> Verdict:
-    if any(f.severity is Severity.FAIL for f in findings):
+    """Any fail -> incompatible, else any warn -> warnings; latent findings (about files
+    the serving process does not load, relevance.py) are shown but decide nothing."""
+    judged = [f for f in findings if not relevance.is_latent(f)]
+    if any(f.severity is Severity.FAIL for f in judged):
         return "incompatible"
-    if any(f.severity is Severity.WARN for f in findings):
+    if any(f.severity is Severity.WARN for f in judged):
         return "warnings"
     return "compatible"
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _atomic, _nofollow, layout
+from stackmatrix._secrets import redact_spec_text
 from stackmatrix.errors import StackmatrixError, UsageError
 from stackmatrix.explain import _toml
 from stackmatrix.explain.context import Context, prepare
@@ -141,7 +142,10 @@ def _round(
         _refuse_other_round(round_dir, text)
         _atomic.write_text(spec_path, text)  # replaces the file, never writes through it
         log.info("explain %s: round %d, %d revert cell(s)", ctx.cell, k, len(groups))
-        run_round(spec_path, round_dir)
+        try:
+            run_round(spec_path, round_dir)
+        finally:  # the round needed its credentials; the results keep none
+            _atomic.write_text(spec_path, redact_spec_text(text))
     results = load_run(round_dir)
 
     def launches(cid: str) -> list[list[float]]:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stackmatrix._workdir import work_dir_problem
 from stackmatrix.errors import UsageError
 from stackmatrix.plan import PlannedCell, make_plan
 from stackmatrix.spec_model import PIPELINE_PHASES, Spec
@@ -39,6 +40,9 @@ class RunOptions:
 def default_work_dir() -> Path:
     env = os.environ.get("STACKMATRIX_WORK_DIR")
     if env:
+        problem = work_dir_problem(Path(env))
+        if problem is not None:
+            raise UsageError(f"$STACKMATRIX_WORK_DIR: {problem}")
         return Path(env)
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return cache / "stackmatrix"

@@ -185,6 +185,7 @@ def _check_one(
         declared_driver=spec.driver,
         log_path=cell_dir.log_path("check"),
         scan_cache=cache,
+        engine=spec.bench.engine if spec.bench else None,
     )
     outcome = _with_predictions(outcome, pc, spec)
     return PhaseResult(

@@ -46,6 +46,9 @@ def _run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
 def _run_locked(
     run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
 ) -> RunSummary:
+    if "bench" in opts.phases:  # before any work, and before anything is written
+        for pc in planned:
+            run.cell(pc.cell.id).read_to_resume("bench")
     write_run_files(run, opts, planned)
     progress("run", "-", f"results in {run.path}")
     summary = RunSummary(run_dir=run.path, statuses={pc.cell.id: {} for pc in planned})

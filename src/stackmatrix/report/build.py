@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackmatrix import _atomic, layout
+from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import ResultsError
+from stackmatrix.records import RunRecord
 from stackmatrix.report import history, policy, render_html, render_junit, render_md
 from stackmatrix.report.load import load_run
 from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import build_model
+from stackmatrix.results import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,8 @@ def build_report(
         report = build_model(load_run(run_dir), compat=compat, headline=headline)
     except OSError as exc:  # permission denied, a directory where a file belongs...
         raise ResultsError(f"cannot read {exc.filename or run_dir}: {exc.strerror}") from exc
+    if out_dir is not None:
+        refuse_other_output(run_dir, out_dir)
     if history_db is not None:
         notes = history.record(history_db, report, run_dir)
         report = dataclasses.replace(
@@ -83,3 +88,43 @@ def build_report(
         summary_markdown=render_md.render(report, details=False),
         report=report,
     )
+
+
+# The first line of every matrix.md stackmatrix writes (render_md._title).
+_OUR_TITLE = b"## stackmatrix: "
+
+
+def refuse_other_output(run_dir: Path, out: Path) -> None:
+    """`--output OUT` replaces OUT's report files: refused when OUT is the results
+    directory of another run, or holds a matrix.md that stackmatrix did not write. A new
+    or empty OUT, a copy of `run_dir` and `run_dir` itself are fine."""
+    if not out.exists() or (run_dir.exists() and run_dir.samefile(out)):
+        return
+    if os.path.lexists(out / layout.RUN_JSON) and _run_identity(out) != _run_identity(run_dir):
+        raise ResultsError(
+            f"--output {out} is the results directory of another run (its run.json is not "
+            f"{run_dir}'s): its report would be replaced. Pass a new or empty directory"
+        )
+    md = out / layout.REPORT_MD
+    if os.path.lexists(md) and not _ours(md):
+        raise ResultsError(
+            f"--output {out} holds a {layout.REPORT_MD} that stackmatrix did not write: it "
+            "would be replaced. Pass a new or empty directory, or move that file aside"
+        )
+
+
+def _run_identity(run_dir: Path) -> tuple[str, str, str | None, str] | None:
+    """Which run a results directory holds (None: no readable run.json): the same spec,
+    CI run and creation time, as in a copy of it."""
+    try:
+        record = RunRecord.read(RunDir(run_dir))
+    except ResultsError:
+        return None
+    return record.spec_name, record.spec_hash, record.run_id, record.created
+
+
+def _ours(md: Path) -> bool:
+    try:
+        return _nofollow.read_bytes(md).startswith(_OUR_TITLE)
+    except ResultsError:  # a link, a directory, unreadable: not a report of ours
+        return False

@@ -19,6 +19,7 @@ from stackmatrix.report.versions import cell_versions
 from stackmatrix.results import PHASES, Status
 
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
+_GAP_RANK = {"none": 0, "ptx": 1, "native": 2, "n/a": 3}  # n/a: no GPU code, no gap
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 _KEY_PACKAGES = (
     "torch",
@@ -97,8 +98,19 @@ def _compat(cell: CellResults) -> str:
 
 
 def _targets(cell: CellResults, targets: Sequence[str]) -> dict[str, str]:
+    """Each target's coverage; where the worst of it is only in files the server does
+    not load (check/relevance.py), that of the loaded files, "(latent gaps)" beside."""
     summary = cell.check.target_summary or {}
-    return {t: str(summary.get(t, "unknown")) for t in targets}
+    serving = cell.check.extra.get("serving_path")
+    known = isinstance(serving, dict) and serving.get("known") is True
+    loaded = serving.get("target_summary") if known and isinstance(serving, dict) else None
+    out = {}
+    for t in targets:
+        full = str(summary.get(t, "unknown"))
+        mine = loaded.get(t) if isinstance(loaded, dict) else None
+        worse = full in ("none", "ptx") and _GAP_RANK[full] < _GAP_RANK.get(str(mine), -1)
+        out[t] = f"{mine} (latent gaps)" if worse else full
+    return out
 
 
 def _launch_rows(

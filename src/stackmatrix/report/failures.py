@@ -42,7 +42,8 @@ def failure_text(
     the check refused names the failing finding that refused it."""
     out = detail
     if code == "incompatible":
-        fail = next((f for f in findings if f.severity is Severity.FAIL), None)
+        failing = [f for f in findings if f.severity is Severity.FAIL]
+        fail = next((f for f in failing if not f.details.get("latent")), None)
         return out + (f": {fail.code}: {fail.message}" if fail is not None else "")
     why = cause(message)
     if why and why not in detail:

@@ -189,6 +189,8 @@ def _point_workload(
     mine = Problems()
     workload = _workload_from({**base, **overrides}, path, mine)
     own = tuple(join(path, key) + ":" for key in overrides)
+    if "kind" in overrides:  # `kind = "file"` here: the missing path is this point's
+        own += (join(path, "path") + ":",)
     for item in mine.items:
         if item.startswith(own) or item.startswith(path + ":"):
             p.items.append(item)

@@ -112,3 +112,20 @@ def test_client_workers_change_the_inputs_hash_unless_one():
     for workers in (2, "auto"):
         other = dataclasses.replace(spec.bench, client_workers=workers)
         assert phase.inputs_hash(spec, other, "a", ENV, "w") != h
+
+
+def test_a_bench_json_it_cannot_read_is_kept_not_replaced(tmp_path, monkeypatch):
+    monkeypatch.setattr(envfacts, "gpu_count", lambda: 0)  # every cell skipped: no launch
+    run = RunDir(tmp_path / "run")
+    cut, newer = run.cell("a").result_path("bench"), run.cell("b").result_path("bench")
+    for path in (cut, newer):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    cut.write_text('{"schema_version": 1, "phase": "bench", "data": {"launches": [')
+    newer.write_text('{"schema_version": 99, "phase": "bench"}')
+    before = {p: p.read_bytes() for p in (cut, newer)}
+    results = phase.run_bench_phase(
+        _spec("sglang"), run, ["a", "b"], environments={"a": ENV, "b": ENV}, order="interleaved"
+    )
+    assert {p: p.read_bytes() for p in (cut, newer)} == before
+    assert {r.code for r in results.values()} == {"unreadable_record"}
+    assert "Move it aside" in results["a"].message and str(cut) in results["a"].message

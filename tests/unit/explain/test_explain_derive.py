@@ -265,3 +265,32 @@ def test_explain_waits_for_no_one_holding_the_results_lock(
     assert code == 3
     assert "in use by another stackmatrix run" in capsys.readouterr().err
     assert not (run / "explain").exists()
+
+
+def test_a_round_spec_keeps_no_credential_once_the_round_is_done(tmp_path: Path) -> None:
+    import hashlib
+
+    from stackmatrix.errors import StackmatrixError
+    from stackmatrix.explain.runner import explain_cell
+
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    secret = "https://ci:s3cr3t-token@index.example/simple"  # noqa: S105 - planted
+    original = tmp_path / "kimi.toml"
+    original.write_text((run / "spec.toml").read_text().replace(
+        'torch_backend = "cu130"', f'torch_backend = "cu130"\nextra_index_urls = ["{secret}"]'
+    ))  # fmt: skip
+    record = json.loads((run / "run.json").read_text())
+    record.update(spec_path=str(original),
+                  spec_hash=hashlib.sha256(original.read_bytes()).hexdigest())  # fmt: skip
+    (run / "run.json").write_text(json.dumps(record))
+    seen: list[str] = []
+
+    def measured(spec_path: Path, output: Path) -> None:
+        seen.append(spec_path.read_text())
+        raise StackmatrixError("stop after the spec")
+
+    with pytest.raises(StackmatrixError):
+        explain_cell(run, "cu130", run_round=measured)
+    assert secret in seen[0]  # the round's builds could use it
+    assert "s3cr3t-token" not in (run / "explain" / "cu130" / "round-1.toml").read_text()

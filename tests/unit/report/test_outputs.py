@@ -255,3 +255,29 @@ def test_a_cold_first_launch_asks_for_more_warm_up(tmp_path, launches, noted):
     if noted:
         assert notes[0].startswith("a: its first measured launch (L0, 409) is an outlier, 23% ")
         assert "after 0 warm-up launch(es)" in notes[0] and "bench.warmup_launches" in notes[0]
+
+
+def test_output_never_replaces_another_run_s_report(tmp_path):
+    rd = _cpu_run(tmp_path / "a")
+    other = _cpu_run(tmp_path / "b")  # another run: its own created time
+    run_json = json.loads((other / "run.json").read_text())
+    (other / "run.json").write_text(json.dumps({**run_json, "created": "2026-03-03T10:00:00Z"}))
+    build_report(other)
+    theirs = (other / "matrix.md").read_bytes()
+    with pytest.raises(ResultsError, match="results directory of another run"):
+        build_report(rd, out_dir=other)
+    assert (other / "matrix.md").read_bytes() == theirs
+    foreign = tmp_path / "docs"
+    foreign.mkdir()
+    (foreign / "matrix.md").write_text("# our hand-written matrix\n")
+    with pytest.raises(ResultsError, match="did not write"):
+        build_report(rd, out_dir=foreign)
+    assert (foreign / "matrix.md").read_text() == "# our hand-written matrix\n"
+
+
+def test_output_may_be_new_empty_ours_or_the_run_itself(tmp_path):
+    rd = _cpu_run(tmp_path / "a")
+    build_report(rd, out_dir=rd)
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "new", tmp_path / "empty", tmp_path / "new"):  # twice: ours
+        assert build_report(rd, out_dir=out).markdown.is_file()

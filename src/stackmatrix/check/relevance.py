@@ -1,0 +1,137 @@
+"""Serving-path relevance: which findings are about files the server never loads.
+
+An environment holds more native extensions than its server loads: torchao's and
+torchaudio's libraries next to an SGLang server that never imports them, or imports
+them behind a guarded import and goes on without them. A finding about such a file
+cries wolf. The runtime probe imports the engine's serving modules and reports the
+shared objects its process then has mapped (_probe_script.py `probe_serving`); a
+finding about a file of the import path that is not among them is *latent*: it stays
+in the findings, marked `details["latent"]`, and no longer decides the verdict
+(static.verdict_of).
+
+Conservative where the facts are missing: without a loaded set (no probe, no engine,
+no serving module imported, a truncated list) nothing is latent; nor is a file of a
+package whose serving import failed (the server would load it where the import
+works, e.g. on a GPU host), nor a finding that is not about one file (the driver,
+torch's CUDA major, an import error).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, cast
+
+from stackmatrix.check import coverage, libs
+from stackmatrix.findings import Finding
+
+# about the driver's libraries, which the driver provides to every process alike
+_NEVER_LATENT = frozenset({"SM-DRIVER-LIB-ABSENT"})
+LATENT_NOTE = "latent: the serving process does not load this file"
+
+
+class LoadedSet(NamedTuple):
+    """What the serving process had mapped, as host files."""
+
+    identities: frozenset[tuple[int, int]]  # (st_dev, st_ino): immune to symlinked paths
+    paths: frozenset[str]
+    failed_packages: frozenset[str]  # top-level packages whose serving import failed
+    module: str
+
+    def loads(self, path: Path) -> bool:
+        ident = _identity(path)
+        return (ident is not None and ident in self.identities) or (
+            os.path.realpath(path) in self.paths
+        )
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def loaded_set(probe_data: Mapping[str, Any] | None, root: Path) -> LoadedSet | None:
+    """The loaded set the probe reported, None when it says nothing about the server."""
+    serving = (probe_data or {}).get("serving")
+    loaded = (probe_data or {}).get("loaded_libraries")
+    if not isinstance(serving, dict) or not isinstance(loaded, list):
+        return None
+    if not serving.get("imported") or serving.get("truncated"):
+        return None
+    files = [libs.in_root(root, p) for p in loaded if isinstance(p, str)]
+    failed = {
+        str(a.get("module", "")).split(".", 1)[0]
+        for a in serving.get("modules", [])
+        if isinstance(a, dict) and not a.get("ok")
+    }
+    return LoadedSet(
+        identities=frozenset(i for f in files if (i := _identity(f)) is not None),
+        paths=frozenset(os.path.realpath(f) for f in files),
+        failed_packages=frozenset(failed - {""}),
+        module=str(serving["imported"]),
+    )
+
+
+def latent_files(
+    extensions: Iterable[Mapping[str, Any]], site: Sequence[Path], loaded: LoadedSet | None
+) -> dict[str, Path]:
+    """relpath -> host path of each extension of the import path the server does not load."""
+    if loaded is None:
+        return {}
+    out: dict[str, Path] = {}
+    for ext in extensions:
+        path = Path(str(ext.get("path", "")))
+        rel = str(ext.get("relpath", ""))
+        if rel and _latent(path, site, loaded):
+            out[rel] = path
+    return out
+
+
+def _latent(path: Path, site: Sequence[Path], loaded: LoadedSet) -> bool:
+    under = next((sp for sp in site if path.is_relative_to(sp)), None)
+    if under is None:
+        return False
+    top = path.relative_to(under).parts[0]
+    return top.removesuffix(".so").split(".", 1)[0] not in loaded.failed_packages and (
+        not loaded.loads(path)
+    )
+
+
+def mark_latent(findings: Sequence[Finding], latent: Mapping[str, Path]) -> list[Finding]:
+    """Copies of `findings`, those about a latent file marked (same code and severity)."""
+    by_path = {str(p): rel for rel, p in latent.items()}
+    out = []
+    for f in findings:
+        rel = f.subject if f.subject in latent else by_path.get(str(f.subject))
+        if rel is None or f.code in _NEVER_LATENT:
+            out.append(f)
+            continue
+        out.append(
+            f._replace(
+                message=f"{f.message} ({LATENT_NOTE})",
+                details={**f.details, "latent": True},
+            )
+        )
+    return out
+
+
+def is_latent(finding: Finding) -> bool:
+    return finding.details.get("latent") is True
+
+
+def serving_summary(
+    cov: Mapping[str, Mapping[str, str]], optional: Iterable[str], latent: Iterable[str]
+) -> dict[str, str]:
+    """Each target's coverage over the files the server loads (optional ones left out,
+    as in the full summary)."""
+    skip = set(optional) | set(latent)
+    return {
+        target: coverage.worst(
+            cast("coverage.Coverage", v) for rel, v in per.items() if rel not in skip
+        )
+        for target, per in cov.items()
+    }
