@@ -17,6 +17,7 @@ from stackmatrix._secrets import redact, redact_argv
 from stackmatrix.bench import _workers as client_workers
 from stackmatrix.bench import envfacts, metrics, server, workload
 from stackmatrix.bench._cell import CellState, round_summary
+from stackmatrix.bench._maps import Mapped, server_mapped
 from stackmatrix.bench._steady import FALLBACK_BATCH, SteadyLog, batch_figures, judge
 from stackmatrix.bench.client import ClientOptions, RoundOutcome, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, package_version
@@ -62,6 +63,7 @@ class Launch:
     after: dict[str, Any] | None = None
     steady: SteadyLog | None = None  # the headline's warm-up batches (bench.steady_warmup)
     min_duration_s: float = 0.0
+    mapped: Mapped | None = None  # the shared objects the live server mapped (bench/_maps.py)
 
     def record(self, *, measured: bool) -> LaunchRecord:
         """Its record: a measured launch's says what the engine ran and summarizes a
@@ -97,6 +99,8 @@ class Launch:
             extra["steady"] = self.steady.to_dict()
         if self.min_duration_s > 0:
             extra["min_duration_s"] = self.min_duration_s
+        if self.mapped is not None:
+            extra["mapped"] = self.mapped.to_dict()
         return extra
 
 
@@ -125,6 +129,8 @@ def run_launch(
             _measure(bench, engine, st, srv, model, wl, launch)
             for point, point_wl in points:
                 _measure(bench, engine, st, srv, model, point_wl, launch, point)
+            if srv.proc is not None and _on_host(st):  # a container's processes are not ours
+                launch.mapped = server_mapped(srv.proc.pid)
     except server.ServerFailed as exc:
         srv = srv or exc.server
         launch.failure = exc
@@ -133,6 +139,12 @@ def run_launch(
     launch.finished = now_iso()
     launch.after = envfacts.collect()
     return launch
+
+
+def _on_host(st: CellState) -> bool:
+    from stackmatrix.build.backends import get_backend
+
+    return st.environment is not None and get_backend(st.environment.backend).on_host
 
 
 def _serve(

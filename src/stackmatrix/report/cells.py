@@ -13,6 +13,7 @@ from stackmatrix.findings import Severity
 from stackmatrix.records import check_verdict
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.load import CellResults, RunResults, read_requests
+from stackmatrix.report.mapped import live_mapped
 from stackmatrix.report.matrix import MISSING, UNREADABLE, CellReport, LaunchRow, PhaseSummary
 from stackmatrix.report.stats import Comparison, Thresholds, interval, launch_samples
 from stackmatrix.report.versions import cell_versions
@@ -66,6 +67,7 @@ def cell_report(
         drift=drift,
         distributions=_distributions(cell),
         versions=_versions(cell),
+        mapped=live_mapped(cell, tuple(f for group in findings.values() for f in group)),
     )
 
 

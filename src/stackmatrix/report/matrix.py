@@ -13,6 +13,7 @@ from stackmatrix import __version__
 from stackmatrix.findings import Finding
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.failures import failure_text
+from stackmatrix.report.mapped import LiveMapped
 from stackmatrix.report.power import Calibration
 from stackmatrix.report.protocol import Protocol
 from stackmatrix.report.stats import Comparison, Interval, Thresholds, Verdict
@@ -121,6 +122,7 @@ class CellReport:
     versions: dict[str, str]
     history: HistoryNote | None = None
     warmup_launches: tuple[LaunchRow, ...] = ()  # discarded, shown for the record
+    mapped: LiveMapped | None = None  # what the live server mapped (report/mapped.py)
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -175,6 +177,7 @@ class CellReport:
             "distributions": self.distributions,
             "versions": self.versions,
             "history": self.history.to_dict() if self.history else None,
+            **({"mapped": self.mapped.to_dict()} if self.mapped else {}),
         }
 
 

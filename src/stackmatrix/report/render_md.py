@@ -294,6 +294,8 @@ def _cell_details(report: MatrixReport, c: CellReport) -> str:
                 "Intended differences:\n\n"
                 + _diff_table(report.baseline, c.id, c.drift.intended, numbered=False)
             )
+    if c.mapped is not None:
+        parts.append(_md_text(c.mapped.sentence()))
     parts.append(_launches_md(c))
     body = "\n\n".join(p for p in parts if p)
     return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"

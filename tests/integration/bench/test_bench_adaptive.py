@@ -56,6 +56,10 @@ def test_a_decided_cell_stops_the_run_at_min_launches(tmp_path: Path) -> None:
     assert schedule["order"] == "balanced" and isinstance(schedule["order_seed"], int)
     cycles = [[s["cell"] for s in schedule["slots"] if s["launch"] == k] for k in (1, 2, 3)]
     assert all(sorted(c) == ["base", "slow"] for c in cycles)
+    # what the live server mapped, read from its process group's memory maps
+    mapped = results["base"].data["launches"][0]["mapped"]
+    assert mapped["processes"] >= 1 and not mapped["truncated"]
+    assert any("-packages/aiohttp/" in p and ".so" in p for p in mapped["libraries"])
     # a resume with nothing undecided adds no launch
     again = run_bench_phase(spec, run, ["base", "slow"], environments=envs, order="balanced")
     assert [len(r.data["launches"]) for r in again.values()] == [3, 3]

@@ -1,0 +1,75 @@
+"""What the live server mapped (bench.json launches[].extra.mapped, bench/_maps.py),
+for the report: how many shared objects in how many processes, which of them are the
+environment's own extensions, and which library files the check's findings name that
+the server never mapped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stackmatrix.findings import Finding
+from stackmatrix.report.load import CellResults
+
+SHOWN = 12
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveMapped:
+    launch: str
+    processes: int
+    libraries: int
+    extensions: tuple[str, ...]  # site-packages-relative names of the mapped extensions
+    unmapped_findings: tuple[str, ...]  # files of findings the server never mapped
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"launch": self.launch, "processes": self.processes,
+                "libraries": self.libraries, "extensions": list(self.extensions),
+                "unmapped_findings": list(self.unmapped_findings)}  # fmt: skip
+
+    def sentence(self) -> str:
+        shown = ", ".join(self.extensions[:SHOWN])
+        more = f" and {len(self.extensions) - SHOWN} more" if len(self.extensions) > SHOWN else ""
+        line = (
+            f"The live server mapped {self.libraries} shared objects in {self.processes} "
+            f"process(es) (launch {self.launch}), {len(self.extensions)} of them the "
+            f"environment's extensions: {shown or 'none'}{more}."
+        )
+        if self.unmapped_findings:
+            line += (" Findings name files it never mapped: "
+                     + ", ".join(self.unmapped_findings[:SHOWN]) + ".")  # fmt: skip
+        return line
+
+
+def _relative(path: str) -> str | None:
+    marker = "-packages/"
+    return path.split(marker, 1)[1] if marker in path else None
+
+
+def live_mapped(cell: CellResults, findings: tuple[Finding, ...]) -> LiveMapped | None:
+    for launch in cell.bench.launches:
+        raw = launch.extra.get("mapped")
+        if not isinstance(raw, dict) or not isinstance(raw.get("libraries"), list):
+            continue
+        libs = [str(x) for x in raw["libraries"]]
+        rel = sorted({r for x in libs if (r := _relative(x)) is not None})
+        return LiveMapped(
+            launch=f"L{launch.index}",
+            processes=int(raw.get("processes") or 0),
+            libraries=len(libs),
+            extensions=tuple(rel),
+            unmapped_findings=_unmapped(findings, set(rel)),
+        )
+    return None
+
+
+def _unmapped(findings: tuple[Finding, ...], mapped: set[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for f in findings:
+        for key in ("file", "path", "extension"):
+            value = f.details.get(key) if isinstance(f.details, dict) else None
+            if isinstance(value, str) and value.endswith(".so") and value not in out:
+                rel = _relative(value) or value
+                if rel not in mapped and "/" in rel:
+                    out.append(rel)
+    return tuple(out)
