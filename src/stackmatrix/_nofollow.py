@@ -96,7 +96,6 @@ def links_below(root: Path) -> list[Path]:
     return [Path(entry.path) for entry, _ in walk(root) if entry.is_symlink()]
 
 
-
 def refuse_links(paths: Iterable[Path]) -> None:
     """Raise when any of `paths` is a symbolic link: a command about to write there would
     write through it, outside the results directory."""

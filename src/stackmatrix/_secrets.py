@@ -26,17 +26,17 @@ CREDENTIAL_NAME_PATTERN = (
     r"|(?:^|[_\-.])(?:token|auth|key)$"
 )
 _SECRET_NAME = re.compile(CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
-# More credential names, matched here only (the probe's copy above reads a few engine
-# variables): `MY_CREDS`, `GPG_PASSPHRASE`, `--authkey`; `DB_PASS`, `--db-pass`, and
+# More credential names (the probe keeps a copy of these too): `MY_CREDS`,
+# `GPG_PASSPHRASE`, `--authkey`; `DB_PASS`, `--db-pass`, and
 # `pass`, `passwd`, `password` glued to a prefix (`PGPASS`, `PGPASSWORD`). Not `pass`
 # inside a name (`PASSTHROUGH_MODE`, `enable_forward_pass_metrics`) nor the English
 # words ending in it (`COMPASS`, `BYPASS`): those are configuration to compare.
-_MORE_SECRET_NAMES = re.compile(
+MORE_CREDENTIAL_NAME_PATTERN = (
     r"(?:^|[_\-.])(?:creds?|passphrase|auth[_\-]?(?:key|token))(?:$|[_\-.])"
     r"|passw(?:or)?d$|passphrase$"
-    r"|(?<!com)(?<!by)(?<!sur)(?<!tres)(?<!over)(?<!under)pass$",
-    re.IGNORECASE,
+    r"|(?<!com)(?<!by)(?<!sur)(?<!tres)(?<!over)(?<!under)pass$"
 )
+_MORE_SECRET_NAMES = re.compile(MORE_CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
 # Shapes of credentials, so a token passed under an innocent name is still hidden.
 _SECRET_VALUE = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"

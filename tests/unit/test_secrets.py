@@ -4,6 +4,7 @@ from pathlib import Path
 
 from stackmatrix._secrets import (
     CREDENTIAL_NAME_PATTERN,
+    MORE_CREDENTIAL_NAME_PATTERN,
     REDACTED,
     is_secret_name,
     redact,
@@ -80,6 +81,8 @@ def test_probe_script_uses_the_same_secret_words() -> None:
     from stackmatrix.check import _probe_script
 
     assert _probe_script.CREDENTIAL_NAME_PATTERN == CREDENTIAL_NAME_PATTERN
+    assert _probe_script.MORE_CREDENTIAL_NAME_PATTERN == MORE_CREDENTIAL_NAME_PATTERN
+    assert _probe_script._SECRET.search("VLLM_DB_PASS") and _probe_script._SECRET.search("PGPASS")
 
 
 def test_credentials_in_urls_keep_the_user_and_host() -> None:

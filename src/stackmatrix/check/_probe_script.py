@@ -61,7 +61,12 @@ CREDENTIAL_NAME_PATTERN = (
     r"credentials?|authorization|cookie|session[_\-]?key)(?:$|[_\-.])"
     r"|(?:^|[_\-.])(?:token|auth|key)$"
 )
-_SECRET = re.compile(CREDENTIAL_NAME_PATTERN, re.IGNORECASE)
+MORE_CREDENTIAL_NAME_PATTERN = (
+    r"(?:^|[_\-.])(?:creds?|passphrase|auth[_\-]?(?:key|token))(?:$|[_\-.])"
+    r"|passw(?:or)?d$|passphrase$"
+    r"|(?<!com)(?<!by)(?<!sur)(?<!tres)(?<!over)(?<!under)pass$"
+)
+_SECRET = re.compile(f"{CREDENTIAL_NAME_PATTERN}|{MORE_CREDENTIAL_NAME_PATTERN}", re.IGNORECASE)
 
 
 def _error(exc: BaseException) -> dict[str, str]:
