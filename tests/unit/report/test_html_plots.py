@@ -203,3 +203,18 @@ def test_the_page_fetches_nothing(tmp_path: Path) -> None:
     assert "<link" not in html and "url(" not in html
     # the only address in an attribute is the SVG namespace, which names, not fetches
     assert set(re.findall(r'="(https?:[^"]*)"', html)) == {"http://www.w3.org/2000/svg"}
+
+
+def test_an_explanation_gets_a_plot_of_the_candidate_and_its_reverts(tmp_path: Path) -> None:
+    import shutil
+
+    from stackmatrix.report import build_report
+
+    example = Path(__file__).resolve().parents[3] / "reports/examples/h200-sglang-explain-decided"
+    run = tmp_path / "run"
+    shutil.copytree(example, run)
+    html = build_report(run, history_db=None).html.read_text()
+    plot = html.split("the candidate and its reverts against the baseline", 1)[1].split("</svg>")[0]
+    assert "triton-capped (the candidate)" in plot
+    assert "round 1: without arg:max-running-requests" in plot
+    assert "round 1: without arg:attention-backend" in plot

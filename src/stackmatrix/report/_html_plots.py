@@ -1,0 +1,86 @@
+"""Plots of matrix.html beside the headline's: every launch in time order (a drift or
+an effect of the position in a cycle shows at a glance), and the load points."""
+
+from __future__ import annotations
+
+from stackmatrix.report import _fmt, _svg, _timeline
+from stackmatrix.report._html import TONE, esc, html_table
+from stackmatrix.report.matrix import MatrixReport, PointRow
+from stackmatrix.report.stats import Verdict
+
+
+def time_order(report: MatrixReport) -> str:
+    """Every measured launch where it ran: shows a drift over the run, or an effect of
+    the place in each cycle (the baseline always first), that the intervals hide."""
+    placed, x_label = _timeline.placed_launches(report.cells)
+    series = [
+        _svg.TimeSeries(
+            label=c.id,
+            points=[
+                _svg.TimePoint(
+                    position=p.position,
+                    value=p.launch.value,
+                    outlier=p.launch.outlier,
+                    label=f"{c.id} {p.launch.label} at {p.position}",
+                )
+                for p in placed
+                if p.cell == c.id and p.launch.value is not None
+            ],
+        )
+        for c in report.cells
+    ]
+    label = _fmt.metric_label(report.headline)
+    plot = _svg.time_plot(
+        [s for s in series if s.points],
+        x_label=x_label,
+        unit=f"{label} per launch (median of its rounds)",
+        title=f"{label}, launches in time order",
+    )
+    return f"<h3>Launches in time order</h3>{plot}" if plot else ""
+
+
+def points(report: MatrixReport) -> str:
+    """`[[bench.points]]`: every cell at each further load, on the same servers."""
+    if not report.points:
+        return ""
+    conf = f"{report.thresholds.confidence:.0%}"
+    parts = ["<h2>Load points</h2>", f'<p class="muted">{esc(_fmt.POINTS_NOTE)}</p>']
+    for pt in report.points:
+        label = _fmt.metric_label(pt.metric)
+        vs = f"vs {report.baseline} [{conf} CI]#"
+        header = ["cell", f"{label} [{conf} CI]#", "launches#", vs, "verdict"]
+        rows = [
+            [
+                esc(r.cell),
+                esc(_fmt.interval_text(r.value)),
+                esc(r.launches or "—"),
+                "—" if r.cell == report.baseline else esc(_fmt.ratio_text(r.comparison)),
+                esc(r.comparison.verdict.value if r.comparison else "—"),
+            ]
+            for r in pt.rows
+        ]
+        plot = _svg.interval_plot(
+            [_point_row(r, report.baseline) for r in pt.rows],
+            reference=next(
+                (r.value.center for r in pt.rows if r.cell == report.baseline and r.value), None
+            ),
+            unit=f"{label}: bars the {conf} interval, dashed line the baseline",
+            title=f"{label} at {_fmt.point_title(pt)}",
+        )
+        parts += [f"<h3>{esc(_fmt.point_title(pt))}</h3>", html_table(header, rows), plot]
+    return "".join(parts)
+
+
+def _point_row(r: PointRow, baseline: str) -> _svg.IntervalRow:
+    if r.cell == baseline:
+        verdict = Verdict.BASELINE
+    else:
+        verdict = r.comparison.verdict if r.comparison else Verdict.NOT_MEASURED
+    return _svg.IntervalRow(
+        label=r.cell,
+        points=(),
+        center=r.value.center if r.value else None,
+        low=r.value.low if r.value else None,
+        high=r.value.high if r.value else None,
+        tone=TONE[verdict],
+    )
