@@ -14,7 +14,8 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,41 +42,105 @@ def open_regular(path: Path) -> int:
     return fd
 
 
-def read_bytes(path: Path) -> bytes:
+# A file written by stackmatrix is far smaller; a bigger one is not ours (a sparse file,
+# a copy of something else) and would only exhaust memory.
+DEFAULT_LIMIT = 256 << 20
+
+
+def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
+    """The whole of regular file `path`, refused when larger than `limit` bytes."""
     with os.fdopen(open_regular(path), "rb") as fh:
-        return fh.read()
+        data = fh.read(limit + 1)  # a file growing while read is bounded too
+    if len(data) > limit:
+        raise ResultsError(
+            f"{path} is larger than {_size(limit)}; a file that stackmatrix writes is far "
+            "smaller: replace it with the file from the run"
+        )
+    return data
 
 
-def read_json(path: Path) -> Any:
+def read_ends(path: Path, *, limit: int) -> bytes:
+    """Regular file `path` whole, or when larger than `limit` bytes its first and last
+    `limit // 2` (a log may be large, even sparse: its start says how the server was
+    configured, its end how it stopped)."""
+    with os.fdopen(open_regular(path), "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= limit:
+            return fh.read(limit)
+        head = fh.read(limit // 2)
+        fh.seek(size - limit // 2)
+        return head + b"\n" + fh.read(limit // 2)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def read_json(path: Path, *, limit: int = DEFAULT_LIMIT) -> Any:
     try:
-        return json.loads(read_bytes(path).decode("utf-8"))
+        return json.loads(read_bytes(path, limit=limit).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ResultsError(f"cannot read {path}: not valid JSON: {exc}") from exc
 
 
-def copy_file(src: Path, dst: Path) -> None:
-    """Copy one regular file to a new `dst` (mode and times kept)."""
+def copy_file(src: Path, dst: Path, *, tail: int | None = None) -> bool:
+    """Copy one regular file to a new `dst` (mode and times kept). With `tail`, a file
+    larger than that is copied as its last `tail` bytes after a line saying so; returns
+    whether it was."""
     with os.fdopen(open_regular(src), "rb") as fin:
         st = os.fstat(fin.fileno())
+        cut = tail is not None and st.st_size > tail
         with os.fdopen(os.open(dst, _CREATE, stat.S_IMODE(st.st_mode)), "wb") as fout:
-            shutil.copyfileobj(fin, fout)
+            if cut and tail is not None:
+                fout.write(
+                    f"[stackmatrix: {src.name} was {st.st_size} bytes; only its last "
+                    f"{_size(tail)} were copied]\n".encode()
+                )
+                fin.seek(st.st_size - tail)
+                shutil.copyfileobj(_Bounded(fin, tail), fout)
+            else:
+                shutil.copyfileobj(fin, fout)
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    return cut
 
 
-def copy_tree(src: Path, dst: Path) -> list[Path]:
+class _Bounded:
+    """At most `left` bytes of `fh` (a file still growing is copied bounded too)."""
+
+    def __init__(self, fh: Any, left: int) -> None:
+        self._fh, self._left = fh, left
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data: bytes = self._fh.read(size)
+        self._left -= len(data)
+        return data
+
+
+@dataclass(frozen=True)
+class Copied:
+    skipped: list[Path]  # links and special files (FIFOs, devices, sockets): not copied
+    cut: list[Path]  # files larger than their limit: only their end was copied
+
+
+def copy_tree(
+    src: Path, dst: Path, *, tail_of: Callable[[Path], int | None] = lambda _: None
+) -> Copied:
     """Copy the directories and regular files below `src` into a new `dst`; links and
-    special files (FIFOs, devices, sockets) are skipped and returned."""
-    skipped = []
+    special files are skipped. A file whose `tail_of(relative path)` is a number is
+    copied as at most that many of its last bytes (see copy_file)."""
+    copied = Copied(skipped=[], cut=[])
     dst.mkdir(parents=True)
     for entry, relative in walk(src):
         target = dst / relative
         if entry.is_dir(follow_symlinks=False):
             target.mkdir()
         elif entry.is_file(follow_symlinks=False):
-            copy_file(Path(entry.path), target)
+            if copy_file(Path(entry.path), target, tail=tail_of(relative)):
+                copied.cut.append(Path(entry.path))
         else:
-            skipped.append(Path(entry.path))
-    return skipped
+            copied.skipped.append(Path(entry.path))
+    return copied
 
 
 def walk(root: Path) -> Iterator[tuple[os.DirEntry[str], Path]]:

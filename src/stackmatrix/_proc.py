@@ -15,16 +15,29 @@ that Ctrl-C (`terminate_all`, called by the CLI's SIGINT handler) stops it where
 the main thread is: SIGTERM to its group, SIGKILL after a grace period. Only our own
 children: by the process group of a child we started, never by name. Typed failures
 live in the callers.
+
+On Linux each child also asks the kernel for SIGTERM when its parent dies
+(`PR_SET_PDEATHSIG`), so a SIGKILLed stackmatrix leaves no server or build running
+(one that ignores SIGTERM is found by the next run: bench/leftovers.py). That takes a
+`preexec_fn`, which CPython documents as unsafe with threads: the child runs Python
+code between fork and exec while another thread may hold a lock. Ours runs only a
+`prctl` through a ctypes function resolved at import and `os.getppid`, taking no lock
+that another thread holds (glibc's malloc is reset across fork), so the worker threads
+of `pipeline/runner.py` are no hazard. The signal is bound to the thread that started
+the child, not the process: every child here is waited on or stopped by the call, and
+so the thread, that started it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -48,6 +61,35 @@ _RUNNING_LOCK = threading.RLock()  # re-entrant: terminate_all may run in a sign
 
 
 _INTERRUPTED = threading.Event()
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # a libc without prctl (none known): no such signal
+        return None
+    return fn
+
+
+_PRCTL = _load_prctl()  # resolved here, never in a forked child
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """The `preexec_fn` that has the child SIGTERMed when `parent` dies (Linux)."""
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # it died before the prctl: no signal will come
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 class Interrupted(KeyboardInterrupt):
@@ -142,6 +184,7 @@ def _popen(
         env=dict(env) if env is not None else None,
         cwd=cwd,
         start_new_session=True,
+        preexec_fn=_die_with_parent(os.getpid()),  # safe with our threads: see the docstring
     )
     with _RUNNING_LOCK:
         _RUNNING.add(proc)

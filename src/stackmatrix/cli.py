@@ -35,11 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stackmatrix: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        print(
-            f"stackmatrix: interrupted ({_signals.name(exc)}); completed work is kept, "
-            "re-run with --resume",
-            file=sys.stderr,
-        )
+        # only the commands that have --resume may suggest it (inspect has none)
+        hint = "; completed work is kept, re-run with --resume" if hasattr(args, "resume") else ""
+        print(f"stackmatrix: interrupted ({_signals.name(exc)}){hint}", file=sys.stderr)
         return _signals.exit_code(exc)
 
 

@@ -9,6 +9,7 @@ with code `artifact_missing`, so the report shows it instead of dropping it.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import logging
 import os
@@ -23,11 +24,13 @@ from stackmatrix import _nofollow, layout
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.records import RunRecord
 from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
+from stackmatrix.spec.cells import MAX_CELLS
 
 log = logging.getLogger(__name__)
 AGREE_ON = ("spec_name", "spec_hash", "stackmatrix_version", "baseline")
 # the run-level files every piece writes alike, taken from the first piece
 SHARED_FILES = (layout.SPEC_TOML, layout.PLAN_JSON, layout.WORKLOAD_JSONL, layout.WORKLOAD_JSON)
+LOG_COPY_LIMIT = 64 << 20  # the end of a server log is what tells why it stopped
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,20 @@ def merge(paths: Sequence[Path], output: Path) -> RunDir:
     check_output(output, paths)
     first = pieces[0].run.path
     planned = _planned_cells(first)
+    for piece in pieces[1:]:
+        if _planned_cells(piece.run.path) != planned:
+            raise ResultsError(
+                f"refusing to merge: the plan.json of {piece.run.path} and of {first} list "
+                "other cells; the pieces were not planned from the same spec"
+            )
     owners = _cell_owners(pieces)
+    unplanned = sorted(set(owners) - set(planned))
+    if unplanned:
+        raise ResultsError(
+            f"refusing to merge: {owners[unplanned[0]]} holds cell {unplanned[0]!r} that "
+            f"its plan.json does not list ({len(unplanned)} such cell(s)); a piece holds "
+            "only cells of its plan"
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.merging-", dir=output.parent))
     try:
@@ -162,9 +178,12 @@ def _fill(
         if source is None or source.is_symlink():
             _missing_artifact(out, cell_id, linked=source is not None)
             continue
-        for path in _nofollow.copy_tree(source, out.path / "cells" / cell_id):
+        copied = _nofollow.copy_tree(source, out.path / "cells" / cell_id, tail_of=_log_tail)
+        for path in copied.skipped:
             log.warning("%s: a link or special file, not copied: merge never follows links", path)
             skipped.append(str(path))
+        for path in copied.cut:
+            log.warning("%s: over %d MiB, only its end copied", path, LOG_COPY_LIMIT >> 20)
     meta = replace(
         pieces[0].meta,
         cells=tuple(planned),
@@ -173,6 +192,12 @@ def _fill(
         updated=now_iso(),
     )
     out.write_json(layout.RUN_JSON, meta.to_dict())
+
+
+def _log_tail(relative: Path) -> int | None:
+    """A server log is copied as at most its last LOG_COPY_LIMIT bytes: a sparse or
+    runaway log would otherwise be written out whole."""
+    return LOG_COPY_LIMIT if fnmatch.fnmatch(relative.name, layout.SERVER_LOG_GLOB) else None
 
 
 def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
@@ -222,6 +247,11 @@ def _planned_cells(run_path: Path) -> list[str]:
     cells = plan.get("cells") if isinstance(plan, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise ResultsError(f'{path}: expected {{"cells": [{{"id": ...}}, ...]}}')
+    if len(cells) > MAX_CELLS:
+        raise ResultsError(
+            f"{path}: {len(cells)} cells, over the {MAX_CELLS} a spec may define; this "
+            "plan.json was not written by stackmatrix"
+        )
     ids = [c.get("id") for c in cells]
     bad = [i for i in ids if not _plain_name(i)]
     if bad:
@@ -229,6 +259,8 @@ def _planned_cells(run_path: Path) -> list[str]:
             f"{path}: cell id {bad[0]!r} is not a plain name (no '/', not '.' or '..'); "
             "this plan.json was not written by stackmatrix"
         )
+    if len(set(ids)) != len(ids):
+        raise ResultsError(f"{path}: a cell id is listed twice; not written by stackmatrix")
     return [str(i) for i in ids]
 
 

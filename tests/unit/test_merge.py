@@ -212,3 +212,44 @@ def test_merge_reads_the_results_layout_not_the_bench() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_huge_sparse_server_log_is_copied_as_its_end(pieces, tmp_path):
+    log = pieces[0] / "cells" / "base" / "server-L1.log"
+    with log.open("wb") as fh:
+        fh.truncate(1 << 30)  # sparse: 1 GiB that takes no disk
+        fh.seek((1 << 30) - 6)
+        fh.write(b"ended\n")
+    with small_files(80 << 20):  # a whole copy fails (EFBIG) instead of filling the disk
+        out = merge(pieces, tmp_path / "merged").path
+    copied = out / "cells" / "base" / "server-L1.log"
+    with copied.open("rb") as fh:
+        first = fh.readline()
+    assert b"only its last 64 MiB were copied" in first
+    assert copied.stat().st_size == len(first) + (64 << 20)
+    assert copied.read_bytes().endswith(b"ended\n")
+
+
+def test_a_plan_over_the_cell_limit_is_refused(tmp_path, capsys):
+    ids = tuple(f"c{k}" for k in range(5000))
+    pieces = [piece(tmp_path / "pieces" / c, c, plan_ids=ids) for c in ("c0", "c1")]
+    out = tmp_path / "merged"
+    assert main(["merge", *map(str, pieces), "--output", str(out)]) == 3
+    assert "5000 cells, over the 1000" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_pieces_with_other_plans_are_refused(pieces, tmp_path, capsys):
+    piece(pieces[1], "new", plan_ids=(*CELLS, "extra"))
+    out = tmp_path / "merged"
+    assert main(["merge", *map(str, pieces), "--output", str(out)]) == 3
+    assert "list other cells" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_cell_outside_the_plan_is_refused(pieces, tmp_path, capsys):
+    piece(pieces[1], "stray")
+    out = tmp_path / "merged"
+    assert main(["merge", *map(str, pieces), "--output", str(out)]) == 3
+    assert "does not list" in capsys.readouterr().err
+    assert not out.exists()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -272,3 +273,27 @@ def test_reading_starts_nothing_after_an_interrupt(tmp_path: Path) -> None:
     ):
         pass
     assert not marker.exists()
+
+
+def test_a_child_dies_with_a_sigkilled_parent(tmp_path: Path, sleeper_pidfile: Path) -> None:
+    # the kernel's parent-death signal: nothing of stackmatrix runs to stop it
+    code = (
+        "import sys, time; from pathlib import Path; from stackmatrix import _proc; "
+        "_proc.start(sys.argv[2:], log_path=Path(sys.argv[1]).with_suffix('.log')); "
+        "time.sleep(120)"
+    )
+    src = str(Path(_proc.__file__).parents[1])
+    helper = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "server"), *_sleeper(sleeper_pidfile)],
+        env={**os.environ, "PYTHONPATH": src}, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: sleeper_pidfile.is_file() and sleeper_pidfile.read_text() != "")
+        child = int(sleeper_pidfile.read_text())
+        os.kill(helper.pid, signal.SIGKILL)
+        helper.wait(timeout=10)
+        assert _dead(child), "the child outlived its SIGKILLed parent"
+    finally:
+        if helper.poll() is None:
+            os.killpg(helper.pid, signal.SIGKILL)
+            helper.wait()

@@ -58,8 +58,28 @@ def test_inspect_stopped_by_a_signal_leaves_no_temporary_directory(tmp_path, sig
             proc.kill()
             proc.communicate()
     assert proc.returncode == 128 + sig, err
-    assert f"interrupted ({sig.name})" in err
+    assert f"interrupted ({sig.name})" in err and "--resume" not in err
     assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "func", "resume"),
+    [(["inspect", "x.whl"], "cmd_inspect", False), (["validate", "s.toml"], "cmd_validate", False),
+     (["run", "s.toml"], "cmd_run", True)],
+)  # fmt: skip
+def test_the_interrupted_message_suggests_resume_only_where_there_is_one(
+    argv: list[str], func: str, resume: bool,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from stackmatrix import cli
+
+    def stopped(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, func, stopped)
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (" in err and ("re-run with --resume" in err) is resume
 
 
 def test_an_ignored_sighup_stays_ignored() -> None:

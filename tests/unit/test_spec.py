@@ -155,6 +155,78 @@ def test_axes_expand_as_product_with_include_and_exclude() -> None:
     assert dict(t2.axes) == {"python": "3.12", "stack": "t2"}
 
 
+def test_duplicate_ids_through_include_are_all_reported_with_their_origins() -> None:
+    raw = {
+        "name": "m",
+        "baseline": "a",
+        "axes": {"python": ["3.11", "3.12"]},
+        "include": [
+            {"python": "3.11", "id": "a"},
+            {"python": "3.12", "id": "b"},
+            {"id": "a", "cuda": "12.8"},
+            {"id": "solo"},
+            {"id": "solo"},
+        ],
+    }
+    found = [p for p in problems(raw) if "used by more than one cell" in p]
+    assert len(found) == 2
+    assert "cell id 'a'" in found[0] and "include[0].id" in found[0] and "include[2].id" in found[0]
+    assert found[1] == (
+        "cell: cell id 'solo' is used by more than one cell (include[3].id, include[4].id); "
+        "ids must be unique"
+    )
+
+
+def test_duplicate_id_between_a_cell_table_and_the_axes_names_both() -> None:
+    raw = {"name": "m", "baseline": "3.11", "cell": [{"id": "3.11"}], "axes": {"python": ["3.11"]}}
+    assert (
+        "cell: cell id '3.11' is used by more than one cell (cell[0].id, the axes "
+        "(python=3.11)); ids must be unique" in problems(raw)
+    )
+
+
+def test_a_standalone_include_gets_the_defaults() -> None:
+    raw = {
+        "name": "m",
+        "baseline": "12.8",
+        "defaults": {"python": "3.12", "pins": ["six==1.16.0"]},
+        "axes": {"cuda": ["12.8"]},
+        "include": [{"id": "solo", "cuda": "13.0"}],
+    }
+    solo = parse_spec(raw).cell("solo")
+    assert solo.python == "3.12" and solo.pins == ("six==1.16.0",)
+
+
+class _CountedLabel(str):
+    """A label that counts how often the expansion reads it."""
+
+    reads = 0
+
+    def __str__(self) -> str:
+        _CountedLabel.reads += 1
+        return str.__str__(self)
+
+
+def test_forty_thousand_excludes_are_read_a_bounded_number_of_times() -> None:
+    """Each exclude was compared with each combination: 40,000 took minutes. Counted,
+    not timed: each exclude's labels are read a few times, not once per combination."""
+    xs, ys = [f"x{i}" for i in range(40)], [f"y{i}" for i in range(25)]
+    label = _CountedLabel
+    removed = [{"x": label(x), "y": label(y)} for x in xs[:20] for y in ys]  # 500 combinations
+    raw = {
+        "name": "m",
+        "baseline": "x39-y0",
+        "axes": {"x": [{"label": x} for x in xs], "y": [{"label": y} for y in ys]},
+        "exclude": removed * 80,
+        "include": [{"x": "x39", "env": {"K": "1"}}] * 100,
+    }
+    _CountedLabel.reads = 0
+    spec = parse_spec(raw)
+    assert _CountedLabel.reads <= 4 * 2 * 40_000
+    assert len(spec.cells) == 500 and spec.cells[0].id == "x20-y0"
+    assert dict(spec.cell("x39-y0").env) == {"K": "1"}
+
+
 def test_axes_that_expand_to_nothing() -> None:
     found = problems({"name": "m", "axes": {"python": []}})
     assert any("axes.python: this axis has no values" in p for p in found)
@@ -396,6 +468,22 @@ def test_bench_sizes_have_sane_maxima() -> None:
         assert f"bench.{key}: {big} is above the maximum" in text
     raw["bench"] = {"model": "m", "workload": {"num_prompts": 200_000, "input_len": 1000}}
     assert "num_prompts x input_len = 200000000 prompt tokens" in "\n".join(problems(raw))
+
+
+def test_load_points_share_one_token_bound() -> None:
+    """Every point is generated before the bench: 16 points each just under the bound
+    were 16 times it."""
+    work = {"num_prompts": 100_000, "input_len": 1000}  # 10^8, the bound itself
+    points = [{"name": f"p{i}", "max_concurrency": 2**i} for i in range(16)]
+    raw = {**MINIMAL, "bench": {"model": "m", "workload": work, "points": points}}
+    assert problems(raw) == [
+        "bench.points: the headline and its 16 load points generate 1700000000 prompt "
+        "tokens in all (num_prompts x input_len, summed) before the bench; at most "
+        "100000000: fewer points or smaller ones"
+    ]
+    small = {"num_prompts": 1000, "input_len": 1000}
+    raw["bench"] = {"model": "m", "workload": small, "points": points}
+    assert len(parse_spec(raw).bench.points) == 16  # type: ignore[union-attr]
 
 
 def test_an_empty_or_unknown_generated_model_is_a_problem() -> None:

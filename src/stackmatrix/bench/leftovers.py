@@ -1,21 +1,30 @@
-"""Servers a killed run left behind (issue 16, defect 8).
+"""Servers a killed run left behind.
 
 A server runs in its own session, so when stackmatrix itself is SIGKILLed (the OOM
-killer, `kill -9`, a CI runner's hard stop) nothing stops it: it keeps its port and
-GPU. Each launch therefore leaves `cells/<id>/server-L<k>.live.json` in the results
-while its server runs: the process group, the port, the container and the group
-leader's start time and boot id. Teardown removes the record. The next run of those
-results (`--resume`, under the results directory's lock, so no live run owns them)
-finds what is left and stops it, but only a process group that is provably the one we
-started: the same boot, a leader whose start time is the recorded one and which still
-leads its own session. A reused pid is left alone, never anything found by name.
+killer, `kill -9`, a CI runner's hard stop) only the parent-death signal that
+`_proc` asks for stops it, and a server may ignore that: it keeps its port and GPU.
+Each launch therefore leaves `cells/<id>/server-L<k>.live.json` in the results while
+its server runs: the process group, the port, the container, the group leader's start
+time and boot id, and the SHA-256 of a random nonce handed to the server in its
+environment (`NONCE_ENV`), never the nonce itself. Teardown removes the record. The
+next run of those results (`--resume`, under the results directory's lock, so no live
+run owns them) finds what is left and stops it, but only a process group that is
+provably the one we started: the same boot, a leader whose start time is the recorded
+one, which still leads its own session and whose environment (`/proc/<pid>/environ`,
+readable only by its own user and root) holds the nonce behind the recorded hash.
+Anyone can read or forge a record's pgid, start time and boot id; only our child
+holds the nonce. A reused pid or a forged record is left alone, never anything found
+by name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -30,6 +39,16 @@ log = logging.getLogger(__name__)
 SUFFIX = ".live.json"
 TERM_WAIT_S = 10.0
 KILL_WAIT_S = 5.0
+NONCE_ENV = "STACKMATRIX_LAUNCH_NONCE"  # in the server's environment: proof it is ours
+
+
+def new_nonce() -> str:
+    """A fresh 128-bit secret for one launch, put in its environment as `NONCE_ENV`."""
+    return secrets.token_hex(16)
+
+
+def _digest(nonce: str) -> str:
+    return hashlib.sha256(nonce.encode()).hexdigest()
 
 
 def record_path(log_path: Path) -> Path:
@@ -38,18 +57,20 @@ def record_path(log_path: Path) -> Path:
 
 
 def record(log_path: Path, proc: subprocess.Popen[bytes], port: int, backend: str,
-           handle: str | None) -> Path:  # fmt: skip
+           handle: str | None, nonce: str) -> Path:  # fmt: skip
+    """`nonce`: the one `proc` was started with in its environment (`NONCE_ENV`)."""
     path = record_path(log_path)
     _atomic.write_json(
         path,
         {
-            "schema_version": 1,
+            "schema_version": 2,
             "pgid": proc.pid,
             "port": port,
             "backend": backend,
             "container": handle,  # what the backend's cleanup removes (a container's name)
             "start_time": _start_time(proc.pid),
             "boot_id": _boot_id(),
+            "nonce_sha256": _digest(nonce),  # a forged record cannot name a process holding it
             "log": log_path.name,
         },
     )
@@ -77,19 +98,48 @@ def _reap_one(path: Path) -> str:
     handle = data.get("container")
     if handle and data.get("boot_id") == _boot_id():  # this machine's (a merged piece
         _cleanup(str(data.get("backend") or "docker"), str(handle))  # may come from another)
-    if not _ours(pgid, data):
-        return f"{what} is gone (or its pid now belongs to another process); nothing stopped"
+    if not _group_alive(pgid):
+        return f"{what} is gone; nothing stopped"
+    why = _not_ours(pgid, data)
+    if why is not None:
+        log.warning("leftover server record %s: not ours: %s; nothing stopped", path, why)
+        return f"{what} is not ours: {why}; nothing stopped"
     stopped = _stop_group(pgid)
     return f"{what} was still running; " + ("stopped" if stopped else "could not be stopped")
 
 
-def _ours(pgid: int, data: dict[str, Any]) -> bool:
+def _not_ours(pgid: int, data: dict[str, Any]) -> str | None:
+    """Why process group `pgid` is not provably the one the record's run started, or
+    None when it is."""
     stat = _stat(pgid)
-    if stat is None or data.get("boot_id") != _boot_id():
-        return False
+    if stat is None:
+        return "no such process"
+    if data.get("boot_id") != _boot_id():
+        return "recorded on another boot or machine"
     # fields after the command name: state ppid pgrp session ... starttime (22nd of stat)
     pgrp, session, start = int(stat[2]), int(stat[3]), int(stat[19])
-    return pgrp == pgid and session == pgid and start == data.get("start_time")
+    if pgrp != pgid or session != pgid:
+        return f"pid {pgid} no longer leads its own session"
+    if start != data.get("start_time"):
+        return f"pid {pgid} started at another time (a reused pid)"
+    return _nonce_mismatch(pgid, data.get("nonce_sha256"))
+
+
+def _nonce_mismatch(pid: int, digest: object) -> str | None:
+    if not isinstance(digest, str):
+        return "the record has no launch nonce hash"
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError as exc:  # another user's process: not readable, so not ours
+        return f"its environment is unreadable ({exc.strerror or exc})"
+    prefix = f"{NONCE_ENV}=".encode()
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            found = hashlib.sha256(entry[len(prefix) :]).hexdigest()
+            if hmac.compare_digest(found.encode(), digest.encode()):
+                return None
+            return "its launch nonce does not match the record"
+    return "its environment holds no launch nonce"
 
 
 def _stop_group(pgid: int) -> bool:

@@ -165,11 +165,14 @@ def launch(
         log_path=log_path,
     )
     started = time.monotonic()
-    server.proc = _start(argv, {**command.env, **environment.env}, log_path)
+    nonce = leftovers.new_nonce()  # the live record's proof that a leftover is ours
+    server.proc = _start(
+        argv, {**command.env, **environment.env, leftovers.NONCE_ENV: nonce}, log_path
+    )
     live: Path | None = None
     try:
         # kept while it runs: a SIGKILLed run leaves it to the next one (leftovers.py)
-        live = leftovers.record(log_path, server.proc, port, backend.name, command.handle)
+        live = leftovers.record(log_path, server.proc, port, backend.name, command.handle, nonce)
         wait_ready(server, engine, ready_timeout_s)
         server.ready_s = round(time.monotonic() - started, 3)
         yield server
@@ -183,7 +186,7 @@ def launch(
             if live is not None and server.proc.poll() is not None:
                 live.unlink(missing_ok=True)
             # engines print their arguments back (sglang: ServerArgs, api_key included)
-            redact_files(log_path, known=secret_values(argv, environment.env))
+            redact_files(log_path, known=secret_values(argv, environment.env) | {nonce})
 
 
 def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:

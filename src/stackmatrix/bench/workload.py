@@ -11,17 +11,20 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic, layout
+from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import SpecError
 from stackmatrix.spec_model import Workload
 
 SCHEMA_VERSION = 1
+PROMPT_FILE_LIMIT = 1 << 30  # far beyond any real prompt set; /dev/zero never ends
 WORKLOAD_FILE = layout.WORKLOAD_JSONL
 
 _WORD_TEXT = """
@@ -162,17 +165,40 @@ def _file_prompts(workload: Workload, spec_dir: Path | None) -> list[tuple[str, 
     path = Path(workload.path)
     if not path.is_absolute() and spec_dir is not None:
         path = spec_dir / path
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(
-            str(path), [f"bench.workload.path: cannot read the prompt file: {exc}"]
-        ) from exc
-    rows = _parse_prompt_file(text, path)
+    rows = _parse_prompt_file(_read_prompt_file(path), path)
     if not rows:
         raise SpecError(str(path), ["bench.workload.path: the file has no prompts"])
     picked = [rows[i % len(rows)] for i in range(workload.num_prompts)]
     return [(p, len(p.split()), m or workload.output_len) for p, m in picked]
+
+
+def _read_prompt_file(path: Path) -> str:
+    """The prompt file's text: a regular file (a link to one is the user's own choice) of
+    at most PROMPT_FILE_LIMIT bytes; a FIFO or a device would block or never end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
+    except OSError as exc:
+        raise SpecError(
+            str(path), [f"bench.workload.path: cannot read the prompt file: {exc.strerror}"]
+        ) from exc
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SpecError(
+                str(path), ["bench.workload.path: not a regular file (a FIFO, a device or a "
+                            "directory); name a JSONL or ShareGPT JSON file"],
+            )  # fmt: skip
+        data = fh.read(PROMPT_FILE_LIMIT + 1)
+    if len(data) > PROMPT_FILE_LIMIT:
+        raise SpecError(
+            str(path), [f"bench.workload.path: the prompt file is larger than "
+                        f"{PROMPT_FILE_LIMIT >> 20} MiB; keep only the prompts the bench uses"],
+        )  # fmt: skip
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            str(path), [f"bench.workload.path: the prompt file is not UTF-8: {exc}"]
+        ) from exc
 
 
 def _parse_prompt_file(text: str, path: Path) -> list[tuple[str, int | None]]:
@@ -211,7 +237,9 @@ def write(run_path: Path, workloads: WorkloadSet) -> str:
 
 def read(run_path: Path) -> WorkloadSet:
     """Read RUN/workload.jsonl back (the bytes every cell replays)."""
-    lines = (run_path / WORKLOAD_FILE).read_text(encoding="utf-8").splitlines()
+    # never through a link, never a FIFO; its prompts come from at most one prompt file
+    data = _nofollow.read_bytes(run_path / WORKLOAD_FILE, limit=2 * PROMPT_FILE_LIMIT)
+    lines = data.decode("utf-8").splitlines()
     reqs = [BenchRequest.from_dict(json.loads(line)) for line in lines if line.strip()]
     return WorkloadSet(
         measured=tuple(r for r in reqs if not r.warmup),

@@ -58,6 +58,10 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
         return _failed("tool_missing", "uv is not on PATH; install it with `pip install uv`")
     env_dir = env_dir_for(work_dir, content_hash)
     with _locked(env_dir.with_suffix(".lock")):
+        if env_dir.is_symlink():  # never reuse, delete or build into what it points to
+            return _failed("env_dir_link", f"the environment directory {env_dir} is a "
+                           "symbolic link; stackmatrix neither follows nor removes it: remove "
+                           "the link (its target is left alone) and run again")  # fmt: skip
         reused = _try_reuse(cell, env_dir, content_hash, log_path)
         if reused is not None:
             return reused

@@ -37,7 +37,7 @@ def extract_wheel(wheel: Path, dest: Path) -> str | None:
             if not any(_is_wheel_file(i.filename) for i in infos):
                 return f"{wheel} is a zip without a *.dist-info/WHEEL: not a wheel; nothing judged"
             wanted = [i for i in infos if _wanted(i)]
-            too_big = _unpack_bound(wanted, dest)
+            too_big = _count_bound(infos) or _unpack_bound(wanted, dest)
             if too_big is not None:
                 return f"{wheel}: {too_big}; not unpacked"
             for info in wanted:
@@ -53,8 +53,22 @@ MAX_UNPACK_RATIO = 100
 _RATIO_FROM = 16 << 20  # members smaller than this are never a problem
 
 
+# Whatever each member's ratio, a wheel unpacks no more than this in all: members just
+# under _RATIO_FROM each (1.6 MB of wheel once unpacked 1.5 GB) pass the ratio check one by
+# one. The largest real wheels (torch with CUDA) unpack to a few GiB.
+MAX_UNPACK_TOTAL = 8 << 30
+MAX_MEMBERS = 200_000  # torch has about 20,000 files
+
+
+def _count_bound(infos: Sequence[zipfile.ZipInfo]) -> str | None:
+    if len(infos) > MAX_MEMBERS:
+        return f"it has {len(infos)} members, over the {MAX_MEMBERS} a wheel may have"
+    return None
+
+
 def _unpack_bound(infos: Sequence[zipfile.ZipInfo], dest: Path) -> str | None:
-    """Why unpacking `infos` is refused: a zip-bomb ratio, or more than the free space.
+    """Why unpacking `infos` is refused: a zip-bomb ratio, a total over MAX_UNPACK_TOTAL,
+    or more than the free space.
 
     zipfile stops each member at its declared size, so the declared sizes bound what
     extraction writes."""
@@ -66,7 +80,13 @@ def _unpack_bound(infos: Sequence[zipfile.ZipInfo], dest: Path) -> str | None:
                 f"{info.filename} would unpack {info.file_size} bytes from "
                 f"{info.compress_size} (over {MAX_UNPACK_RATIO}x: a zip bomb?)"
             )
-    total, free = sum(i.file_size for i in infos), shutil.disk_usage(dest).free
+    total = sum(i.file_size for i in infos)
+    if total > MAX_UNPACK_TOTAL:
+        return (
+            f"its extensions and metadata unpack to {total} bytes, over the "
+            f"{MAX_UNPACK_TOTAL >> 30} GiB a wheel may unpack to (a zip bomb?)"
+        )
+    free = shutil.disk_usage(dest).free
     if total > free:
         return f"its extensions unpack to {total} bytes, more than the {free} free in {dest}"
     return None

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from stackmatrix import layout
+from stackmatrix import _nofollow, layout
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.errors import ResultsError, StackmatrixError
 from stackmatrix.explain.plan import plan_lines
 from stackmatrix.explain.runner import RoundRunner, explain_cell
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
-from stackmatrix.spec import load_spec
+from stackmatrix.spec import MAX_LAUNCHES, load_spec
 
 Progress = Callable[[str, str, str], None]
+
+MATRIX_LIMIT = 64 << 20  # a matrix.json of the 1000-cell limit is a few MiB
 
 
 def round_runner(work_dir: Path, jobs: int, progress: Progress) -> RoundRunner:
@@ -50,7 +51,7 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
                                 max_rounds=args.rounds, warmup=args.warmup,
                                 warmup_launches=args.warmup_launches,
                                 rejudge=args.rejudge)  # fmt: skip
-            for line in json.loads(path.read_text(encoding="utf-8"))["sentences"]:
+            for line in _nofollow.read_json(path)["sentences"]:
                 print(line)
         _rerender(args.results)
     return 0
@@ -64,15 +65,21 @@ def _check_counts(args: argparse.Namespace) -> None:
                                ("--warmup-launches", args.warmup_launches, 0)):  # fmt: skip
         if value is not None and value < least:
             raise UsageError(f"explain {flag} must be at least {least}, not {value}")
+    # Each round's derived spec takes these as its bench's launches; said here, before
+    # any round is written, and of the option, not of a round's spec file.
+    for flag, value in (("--launches", args.launches),
+                        ("--warmup-launches", args.warmup_launches)):  # fmt: skip
+        if value is not None and value > MAX_LAUNCHES:
+            raise UsageError(f"explain {flag} {value}: at most {MAX_LAUNCHES}")
 
 
 def explainable_cells(run_dir: Path) -> list[str]:
     """The cells whose verdict is slower or faster, from the run's matrix.json."""
     matrix = run_dir / layout.REPORT_JSON
-    try:
-        data = json.loads(matrix.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"cannot read {matrix} (run `stackmatrix report` first): {exc}") from exc
+    try:  # never through a link, never a FIFO or a device, never unbounded
+        data = _nofollow.read_json(matrix, limit=MATRIX_LIMIT)
+    except ResultsError as exc:
+        raise ResultsError(f"{exc} (run `stackmatrix report` to write it)") from exc
     cells = data.get("cells") if isinstance(data, dict) else None
     return [
         str(c["id"])

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import layout
+from stackmatrix import _nofollow, layout
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
 from stackmatrix.explain.derive import Derived, derive
 from stackmatrix.report.load import RunResults, load_run
 from stackmatrix.report.model import build_model
 from stackmatrix.report.stats import Thresholds
+
+SPEC_LIMIT = 16 << 20  # a spec is a few KiB; its copy in a results directory no more
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,8 +69,9 @@ def _context(
     else:
         spec_file = results.path / layout.SPEC_TOML
         try:
-            raw = tomllib.loads(spec_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            # the results' copy: never through a link, never a FIFO, never unbounded
+            raw = tomllib.loads(_nofollow.read_bytes(spec_file, limit=SPEC_LIMIT).decode())
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ResultsError(f"cannot read {spec_file}: {exc}") from exc
         note = (
             f"the spec as run ({original}) is not here or has changed: revert cells are "

@@ -91,9 +91,9 @@ def read_explanations(run_dir: Path, problems: list[str]) -> tuple[dict[str, Any
     for path in sorted((run_dir / layout.EXPLAIN_DIR).glob(f"*/{layout.EXPLANATION_JSON}")):
         if not _regular(path):
             continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        try:  # never through a link, never a FIFO, never unbounded
+            data = _nofollow.read_json(path)
+        except ResultsError as exc:
             problems.append(f"explanation {path} is unreadable: {exc}")
             continue
         if isinstance(data, dict) and isinstance(data.get("sentences"), list):

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackmatrix import _nofollow
 from stackmatrix.errors import ResultsError
 from stackmatrix.report.compat_data import load_toml
 
 _MAX_EVIDENCE = 160
+LOG_READ_LIMIT = 32 << 20  # of a larger log, its first and last 16 MiB are read
+_LINE_LIMIT = 64 << 10
 # The value of an expected fact when no line of a log matched any of its patterns: the
 # report says so instead of leaving the fact out (issue 13).
 NOT_READ = "not read"
@@ -97,13 +100,19 @@ def _facts_of(
     path: Path, patterns: Sequence[LogPattern], engine: str | None = None
 ) -> dict[str, LogFact]:
     found: dict[str, LogFact] = {}
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            for pattern in patterns:
-                if pattern.fact not in found:
-                    fact = _match(pattern, line, path.name)
-                    if fact is not None:
-                        found[pattern.fact] = fact
+    try:  # bounded: a sparse or runaway log is read only at its start and its end
+        text = _nofollow.read_ends(path, limit=LOG_READ_LIMIT).decode("utf-8", "replace")
+    except ResultsError:
+        text = ""
+    # the lines a text-mode file gives (universal newlines), each cut short: a fact is
+    # stated on a short line
+    for whole in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        line = whole[:_LINE_LIMIT]
+        for pattern in patterns:
+            if pattern.fact not in found:
+                fact = _match(pattern, line, path.name)
+                if fact is not None:
+                    found[pattern.fact] = fact
     for pattern in _absent_defaults(patterns):
         found.setdefault(
             pattern.fact, LogFact(fact=pattern.fact, value=str(pattern.absent), evidence=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from stackmatrix.findings import Finding, Severity
@@ -34,9 +35,20 @@ def render(report: MatrixReport, *, details: bool = True) -> str:
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
 
 
+class _Code(str):
+    """A table cell already written as a code span: markdown is literal inside it, so
+    backslash escapes would show; only its pipes need escaping."""
+
+
+def _code(value: object) -> _Code:
+    return _Code("`" + str(value).replace("`", "'").replace("\n", " ") + "`")
+
+
 def _esc(text: object) -> str:
     """A table cell: values a server or a results file reported are text, never HTML
-    (`</td><img ...>` was embedded as is; issue 16, item 17)."""
+    or markdown (`</td><img ...>` and `![p](https://...)` rendered as such)."""
+    if isinstance(text, _Code):
+        return text.replace("|", "\\|")
     return _md_text(text).replace("|", "\\|")
 
 
@@ -204,8 +216,16 @@ def _explanations(report: MatrixReport) -> str:
     return "### Explanation\n\n" + "\n\n".join(blocks) if blocks else ""
 
 
+# Link and image syntax from data (`[t](url)`, `![p](url)`, `[t][ref]`, `[ref]: url`,
+# `<url>`) must not render: a PR comment would load the image or offer the link. Every
+# form needs a `]` right before `(`, `[` or `:`, or a `<`; escaping just those keeps
+# ordinary brackets such as `[-8.1%, -5.4%]` readable.
+_LINK_CLOSE = re.compile(r"(\\*)\](?=[(\[:])")
+
+
 def _md_text(value: object) -> str:
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace("\n", " ")
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace("\n", " ")
+    return _LINK_CLOSE.sub(lambda m: m[1] * 2 + "\\]", text)
 
 
 def _drift_sections(report: MatrixReport) -> str:
@@ -233,7 +253,7 @@ def _drift_block(report: MatrixReport, c: CellReport) -> str:
         if len(unintended) > _BESIDE:
             body += f"\n\n…and {len(unintended) - _BESIDE} more in the details below."
     asked = ", ".join(
-        f"{_fmt.setting(d)} {_fmt.shorten(d.baseline, 30)} → {_fmt.shorten(d.value, 30)}"
+        _md_text(f"{_fmt.setting(d)} {_fmt.shorten(d.baseline, 30)} → {_fmt.shorten(d.value, 30)}")
         for d in c.drift.intended
         if not d.key.startswith("cell:")
     )
@@ -246,7 +266,7 @@ def _diff_table(base: str, cell: str, diffs: Iterable[Difference], *, numbered: 
     rows = []
     for i, d in enumerate(diffs, 1):
         row: list[object] = [
-            f"`{_fmt.setting(d)}`",
+            _code(_fmt.setting(d)),
             _fmt.shorten(d.baseline),
             _fmt.shorten(d.value),
             d.label,
@@ -305,9 +325,9 @@ def _phases_line(c: CellReport) -> str:
     items = []
     blocks = []
     for p in c.phases:
-        text = f"{p.phase} {p.status}"
+        text = _md_text(f"{p.phase} {p.status}")
         if p.code:
-            text += f" ({p.code})"
+            text += f" ({_md_text(p.code)})"
         if p.message and not p.ok:
             first, _, rest = p.message.partition("\n")
             text += f": {_md_text(first)}"

@@ -32,7 +32,9 @@ WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))
 MAX_LAUNCHES = 1000  # launches, rounds (per cell)
 MAX_TOKENS = 1 << 20  # input_len, output_len (one request)
 MAX_PROMPTS = 1_000_000  # num_prompts, warmup, max_concurrency
-MAX_WORKLOAD_TOKENS = 100_000_000  # num_prompts x input_len, generated before the bench
+# num_prompts x input_len, generated before the bench: summed over the headline and
+# every load point, which are all generated (16 points once took 16 times the bound).
+MAX_WORKLOAD_TOKENS = 100_000_000
 
 
 def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
@@ -46,6 +48,8 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
     url = check_url(b.get("url"), "bench.url", p)
     if engine == "external" and not url:
         p.add("bench.url", 'engine = "external" needs url = "http://host:port"')
+    workload, points = _workload(b, p), _points(b, p)
+    _check_total_tokens(workload, points, p)
     return Bench(
         engine=cast(Any, engine),
         model=model,
@@ -56,8 +60,8 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         warmup_launches=get_int(b, "warmup_launches", "bench", p, 0, MAX_LAUNCHES) or 0,
         ready_timeout_s=or_default(get_float(b, "ready_timeout_s", "bench", p, 1, 86400), 600.0),
         tokenizer=get_str(b, "tokenizer", "bench", p),
-        workload=_workload(b, p),
-        points=_points(b, p),
+        workload=workload,
+        points=points,
         client_workers=_client_workers(b, p),
         **_steady(b, p),
     )
@@ -139,6 +143,20 @@ def _check_model(bench: Mapping[str, Any], model: str, p: Problems) -> None:
     elif model.startswith("stackmatrix:") and model not in GENERATED_MODELS:
         p.add("bench.model", f"{model!r} is not a model stackmatrix generates; choose one of: "
               f"{', '.join(GENERATED_MODELS)}")  # fmt: skip
+
+
+def _tokens(workload: Workload) -> int:
+    return workload.num_prompts * workload.input_len
+
+
+def _check_total_tokens(workload: Workload, points: tuple[LoadPoint, ...], p: Problems) -> None:
+    """Each workload alone is judged in _workload_from; this is their sum."""
+    each = [_tokens(workload), *(_tokens(x.workload) for x in points)]
+    if not points or max(each) > MAX_WORKLOAD_TOKENS or sum(each) <= MAX_WORKLOAD_TOKENS:
+        return
+    p.add("bench.points", f"the headline and its {len(points)} load points generate "
+          f"{sum(each)} prompt tokens in all (num_prompts x input_len, summed) before the "
+          f"bench; at most {MAX_WORKLOAD_TOKENS}: fewer points or smaller ones")  # fmt: skip
 
 
 def _workload(bench: Mapping[str, Any], p: Problems) -> Workload:
@@ -229,7 +247,7 @@ def _workload_from(w: Mapping[str, Any], path: str, p: Problems) -> Workload:
             get_float(w, "request_timeout_s", path, p, 0.1, 86400), d.request_timeout_s
         ),
     )
-    tokens = workload.num_prompts * workload.input_len
+    tokens = _tokens(workload)
     if tokens > MAX_WORKLOAD_TOKENS:
         p.add(path, f"num_prompts x input_len = {tokens} prompt tokens, generated before "
               f"the bench; at most {MAX_WORKLOAD_TOKENS}")  # fmt: skip

@@ -41,8 +41,14 @@ CELL_KEYS = tuple(f.name for f in fields(Cell) if f.name != "axes")
 
 MAX_CELLS = 1000  # the spec is expanded whole (issue 16, defect 10)
 
+# Every cell id met while expanding, valid cell or not, with where it comes from, so
+# that a duplicate is reported with both places, whichever table produced it.
+CellIds = list[tuple[str, str]]
 
-def explicit_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems) -> list[Cell]:
+
+def explicit_cells(
+    raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems, ids: CellIds
+) -> list[Cell]:
     tables = raw.get("cell", [])
     if not isinstance(tables, list):
         p.add("cell", f"expected an array of tables ([[cell]]), got {type_name(tables)}")
@@ -57,13 +63,15 @@ def explicit_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems
         if "id" not in table:
             p.add(join(path, "id"), 'every [[cell]] needs an id, e.g. id = "cu128"')
             continue
-        cell = _make_cell([("defaults", defaults), (path, table)], (), p)
+        cell = _make_cell([("defaults", defaults), (path, table)], (), p, ids)
         if cell is not None:
             cells.append(cell)
     return cells
 
 
-def axis_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems) -> list[Cell]:
+def axis_cells(
+    raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems, ids: CellIds
+) -> list[Cell]:
     axes = get_table(raw, "axes", "", p)
     include = get_table_list(raw, "include", p)
     exclude = get_table_list(raw, "exclude", p)
@@ -87,14 +95,14 @@ def axis_cells(raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems) ->
         return []
     product = itertools.product(*values.values())
     combos = [dict(zip(values, combo, strict=True)) for combo in product]
-    combos = [c for c in combos if not any(_matches(c, ex) for ex in exclude)]
+    combos = _without_excluded(combos, exclude)
     _check_excludes(values, exclude, p)
-    extra_cells = _apply_includes(combos, values, include, p)
+    extra_cells = _apply_includes(combos, values, include, defaults, p, ids)
     if not combos and not extra_cells:
         p.add("axes", "the axes expand to no cell at all (exclude removed every combination)")
     cells = []
     for combo in combos:
-        cell = _combo_cell(combo, values, defaults, p)
+        cell = _combo_cell(combo, values, defaults, p, ids)
         if cell is not None:
             cells.append(cell)
     return cells + extra_cells
@@ -143,31 +151,71 @@ def _axis_entry(axis: str, i: int, val: Any, p: Problems) -> AxisEntry | None:
     return label, {axis: val}
 
 
-def _matches(combo: Mapping[str, AxisEntry], selector: Mapping[str, Any]) -> bool:
-    return all(k in combo and combo[k][0] == str(v) for k, v in selector.items())
+def _key(selector: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    axes = tuple(sorted(selector))
+    return axes, tuple(str(selector[a]) for a in axes)
+
+
+def _labels(combo: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[str, ...] | None:
+    if not all(a in combo for a in axes):
+        return None
+    return tuple(combo[a][0] for a in axes)
+
+
+def _without_excluded(combos: list[dict[str, Any]],
+                      exclude: list[dict[str, Any]]) -> list[dict[str, Any]]:  # fmt: skip
+    """Excludes indexed by the axes they name: one set lookup per combination and axis
+    set, not one comparison per exclude (40,000 excludes took minutes)."""
+    index: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for ex in exclude:
+        axes, labels = _key(ex)
+        index.setdefault(axes, set()).add(labels)
+    return [
+        c for c in combos
+        if not any(_labels(c, axes) in wanted for axes, wanted in index.items())
+    ]  # fmt: skip
+
+
+def _by_labels(combos: list[dict[str, Any]],
+               axes: tuple[str, ...]) -> dict[tuple[str, ...], list[dict[str, Any]]]:  # fmt: skip
+    out: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for c in combos:
+        labels = _labels(c, axes)
+        if labels is not None:
+            out.setdefault(labels, []).append(c)
+    return out
 
 
 def _check_excludes(values: Mapping[str, list[AxisEntry]], exclude: list[dict[str, Any]],
                     p: Problems) -> None:  # fmt: skip
+    labels = {axis: {label for label, _ in entries} for axis, entries in values.items()}
     for i, ex in enumerate(exclude):
         for key, val in ex.items():
             if key not in values:
                 p.unknown_keys(join("exclude", i), {key: val}, list(values))
-            elif str(val) not in [label for label, _ in values[key]]:
+            elif str(val) not in labels[key]:
                 p.add(join(join("exclude", i), key), f"{val!r} is not a label of axis {key!r}")
 
 
 def _apply_includes(combos: list[dict[str, Any]], values: Mapping[str, list[AxisEntry]],
-                    include: list[dict[str, Any]], p: Problems) -> list[Cell]:  # fmt: skip
+                    include: list[dict[str, Any]], defaults: dict[str, Any], p: Problems,
+                    ids: CellIds) -> list[Cell]:  # fmt: skip
     """GitHub-Actions semantics: an include that matches combinations extends them;
-    one that matches none is a cell of its own (it then needs an id)."""
+    one that matches none is a cell of its own (it then needs an id), with the
+    [defaults] like a [[cell]] table."""
     extra: list[Cell] = []
+    index: dict[tuple[str, ...], dict[tuple[str, ...], list[dict[str, Any]]]] = {}
     for i, inc in enumerate(include):
         path = join("include", i)
         selector = {k: v for k, v in inc.items() if k in values}
         body = {k: v for k, v in inc.items() if k not in values}
         p.unknown_keys(path, body, CELL_KEYS)
-        hits = [c for c in combos if selector and _matches(c, selector)]
+        hits: list[dict[str, Any]] = []
+        if selector:
+            axes, labels = _key(selector)
+            if axes not in index:
+                index[axes] = _by_labels(combos, axes)
+            hits = index[axes].get(labels, [])
         for combo in hits:
             combo.setdefault("__include__", []).append((path, body))
         if hits:
@@ -176,14 +224,14 @@ def _apply_includes(combos: list[dict[str, Any]], values: Mapping[str, list[Axis
             p.add(path, "this include matches no combination of the axes, so it adds a cell "
                   "and needs an id")  # fmt: skip
             continue
-        cell = _make_cell([(path, body)], (), p)
+        cell = _make_cell([("defaults", defaults), (path, body)], (), p, ids)
         if cell is not None:
             extra.append(cell)
     return extra
 
 
 def _combo_cell(combo: dict[str, Any], values: Mapping[str, list[AxisEntry]],
-                defaults: dict[str, Any], p: Problems) -> Cell | None:  # fmt: skip
+                defaults: dict[str, Any], p: Problems, ids: CellIds) -> Cell | None:  # fmt: skip
     layers: list[tuple[str, dict[str, Any]]] = [("defaults", defaults)]
     labels = []
     for axis in values:
@@ -194,7 +242,9 @@ def _combo_cell(combo: dict[str, Any], values: Mapping[str, list[AxisEntry]],
     cell_id = "-".join(label for _, label in labels)
     if not any("id" in body for _, body in layers):
         layers.append(("axes", {"id": cell_id}))
-    return _make_cell(layers, tuple(labels), p)
+        ids.append((cell_id, f"the axes ({', '.join(f'{a}={v}' for a, v in labels)})"))
+        return _make_cell(layers, tuple(labels), p, None)
+    return _make_cell(layers, tuple(labels), p, ids)
 
 
 # ---------------------------------------------------------------- one cell
@@ -232,9 +282,11 @@ def _pin_name(pin: Any) -> str | None:
 
 
 def _make_cell(layers: list[tuple[str, dict[str, Any]]], axes: tuple[tuple[str, str], ...],
-               p: Problems) -> Cell | None:  # fmt: skip
+               p: Problems, ids: CellIds | None) -> Cell | None:  # fmt: skip
     v, where = _merge(layers)
     before = len(p.items)
+    if ids is not None and isinstance(v.get("id"), str):
+        ids.append((v["id"], where["id"]))
 
     def path(key: str) -> str:
         return where.get(key, key)

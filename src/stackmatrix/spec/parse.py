@@ -22,7 +22,7 @@ from stackmatrix.spec._values import (
     get_table,
 )
 from stackmatrix.spec.bench import parse_bench
-from stackmatrix.spec.cells import CELL_KEYS, MAX_CELLS, axis_cells, explicit_cells
+from stackmatrix.spec.cells import CELL_KEYS, MAX_CELLS, CellIds, axis_cells, explicit_cells
 from stackmatrix.spec.report import parse_report
 from stackmatrix.spec_model import ORDERS, Cell, Spec
 
@@ -85,10 +85,11 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
     problems.unknown_keys("defaults", defaults, CELL_KEYS)
     if "id" in defaults:
         problems.add("defaults.id", "a default cell id makes no sense; give each cell its own id")
-    cells = explicit_cells(raw, defaults, problems) + axis_cells(raw, defaults, problems)
+    ids: CellIds = []
+    cells = explicit_cells(raw, defaults, problems, ids) + axis_cells(raw, defaults, problems, ids)
     if not cells and not problems:
         problems.add("cell", "the spec defines no cells; add [[cell]] tables or [axes]")
-    _check_unique(_raw_ids(raw) + [c.id for c in cells if c.axes], problems)
+    _check_unique(ids, problems)
     baseline = _baseline(raw, cells, problems)
     targets = tuple(
         get_str_list(raw, "targets", "", problems, pattern=_TARGET_RE, what="sm_XY[a|f]")
@@ -114,19 +115,19 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
     )
 
 
-def _raw_ids(raw: Mapping[str, Any]) -> list[str]:
-    tables = raw.get("cell", [])
-    if not isinstance(tables, list):
-        return []
-    return [t["id"] for t in tables if isinstance(t, dict) and isinstance(t.get("id"), str)]
-
-
-def _check_unique(ids: list[str], p: Problems) -> None:
+def _check_unique(ids: CellIds, p: Problems) -> None:
+    """Over every id met, from [[cell]], the axes and standalone includes alike."""
     if len(ids) > MAX_CELLS:
         p.add("cell", f"the spec defines {len(ids)} cells; at most {MAX_CELLS}: split the "
               "matrix into several specs")  # fmt: skip
-    for dup in duplicates(ids):
-        p.add("cell", f"cell id {dup!r} is used by more than one cell; ids must be unique")
+    dups = set(duplicates(cell_id for cell_id, _ in ids))
+    origins: dict[str, list[str]] = {}
+    for cell_id, origin in ids:
+        if cell_id in dups:
+            origins.setdefault(cell_id, []).append(origin)
+    for dup, where in sorted(origins.items()):
+        p.add("cell", f"cell id {dup!r} is used by more than one cell ({', '.join(where)}); "
+              "ids must be unique")  # fmt: skip
 
 
 def _baseline(raw: Mapping[str, Any], cells: list[Cell], p: Problems) -> str:

@@ -1,8 +1,9 @@
 """Fault injection: SIGTERM, SIGHUP and SIGKILL of stackmatrix mid-bench, then a
-resume (issue 16, defect 8). The server is the fake engine, started as an engine is."""
+resume. The server is the fake engine, started as an engine is."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from stackmatrix.bench import leftovers
 
 pytestmark = pytest.mark.integration
 
@@ -86,20 +89,42 @@ def test_a_stop_signal_mid_bench_stops_the_server_and_resume_completes(tmp_path,
     _resume(run)
 
 
-def test_after_sigkill_the_next_run_stops_the_server_it_left(tmp_path):
+def test_after_sigkill_the_server_dies_with_it_and_the_next_run_completes(tmp_path):
     run = tmp_path / "run"
     proc = _start(run)
     pgid = _server_measuring(run)
+    record = json.loads((run / "cells" / "a" / "server-L1.live.json").read_text())
+    # the nonce that proves a leftover ours is in the server's environment, only its hash
+    # in the record (tests/unit/bench/test_bench_leftovers.py: what reap does with it)
+    nonce = _environ(pgid)[leftovers.NONCE_ENV]
+    assert nonce not in json.dumps(record)
+    assert record["nonce_sha256"] == hashlib.sha256(nonce.encode()).hexdigest()
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     try:
-        assert _alive(pgid)  # nothing could stop it: it is the next run's to find
+        deadline = time.monotonic() + 5
+        while _running(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pgid), "the server outlived a SIGKILLed stackmatrix"
         out = _resume(run)
-        assert f"(process group {pgid}, port " in out and "was still running; stopped" in out
-        assert not _alive(pgid)
+        assert f"(process group {pgid}, port " in out and "is gone; nothing stopped" in out
     finally:
-        if _alive(pgid):
+        if _running(pgid):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    return dict(entry.partition("=")[::2] for entry in raw.split("\0") if entry)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (the parent-death signal's orphan waits for its reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def test_a_stop_signal_mid_round_stops_the_clients_worker_processes(tmp_path):

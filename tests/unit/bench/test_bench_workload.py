@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import statistics
 
@@ -92,3 +93,22 @@ def test_bad_prompt_files_say_what_is_wrong(tmp_path, text):
 def test_missing_prompt_file(tmp_path):
     with pytest.raises(SpecError, match="cannot read"):
         workload.generate(Workload(kind="file", path=str(tmp_path / "missing.jsonl")))
+
+
+def test_prompt_file_that_is_a_device_is_refused():
+    with pytest.raises(SpecError, match=r"bench\.workload\.path: not a regular file"):
+        workload.generate(Workload(kind="file", path="/dev/zero"))
+
+
+def test_prompt_file_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "p.jsonl")  # no writer: an ordinary open would wait for one
+    with pytest.raises(SpecError, match=r"bench\.workload\.path: not a regular file"):
+        workload.generate(Workload(kind="file", path=str(tmp_path / "p.jsonl")))
+
+
+def test_prompt_file_over_the_limit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(workload, "PROMPT_FILE_LIMIT", 1 << 10)
+    with (tmp_path / "p.jsonl").open("wb") as fh:
+        fh.truncate(1 << 20)
+    with pytest.raises(SpecError, match=r"bench\.workload\.path: the prompt file is larger"):
+        workload.generate(Workload(kind="file", path=str(tmp_path / "p.jsonl")))

@@ -382,3 +382,49 @@ def test_a_zip_bomb_wheel_is_not_unpacked(
     assert rc == 6 and "SM-WHEEL-UNREADABLE" in out
     assert "x/big.so would unpack 67108864 bytes from" in out and "zip bomb" in out
     assert list((tmp_path / "tmp").iterdir()) == []  # nothing unpacked, nothing left
+
+
+def _inspect_in(
+    tmp_path: Path, path: Path, capsys: pytest.CaptureFixture[str], mp: pytest.MonkeyPatch
+) -> tuple[int, str]:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    mp.setenv("TMPDIR", str(tmp))
+    tempfile.tempdir = None  # read TMPDIR again
+    try:
+        rc, out = run_inspect(path, capsys)
+    finally:
+        tempfile.tempdir = None
+    assert list(tmp.iterdir()) == []  # nothing unpacked, nothing left
+    return rc, out
+
+
+def test_a_wheel_over_the_total_unpack_bound_is_not_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Members each under the ratio check's size still add up: the total is bounded."""
+    from stackmatrix.check import _wheel
+
+    monkeypatch.setattr(_wheel, "MAX_UNPACK_TOTAL", 1 << 20)
+    path = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in WHEEL_META.items():
+            zf.writestr(name, data)
+        for k in range(4):
+            zf.writestr(f"x/part{k}.so", b"\0" * (512 << 10))
+    rc, out = _inspect_in(tmp_path, path, capsys, monkeypatch)
+    assert rc == 6 and "SM-WHEEL-UNREADABLE" in out
+    assert "a wheel may unpack to" in out
+
+
+def test_a_wheel_with_too_many_members_is_not_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stackmatrix.check import _wheel
+
+    monkeypatch.setattr(_wheel, "MAX_MEMBERS", 10)
+    members = {**WHEEL_META, **{f"x/m{k}.so": b"" for k in range(20)}}
+    path = _zip(tmp_path / "x-1.0-py3-none-any.whl", members)
+    rc, out = _inspect_in(tmp_path, path, capsys, monkeypatch)
+    assert rc == 6 and "SM-WHEEL-UNREADABLE" in out
+    assert "over the 10 a wheel may have" in out

@@ -108,6 +108,19 @@ def test_explain_refuses_negative_counts(
     assert f"explain {flag} must be at least" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--launches", "--warmup-launches"])
+def test_explain_refuses_more_launches_than_a_spec_allows(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The limit was said of explain/round-1.toml, after the round directory existed."""
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    assert main(["explain", str(run), "--cell", "cu130", flag, "1001"]) == 2
+    assert f"explain {flag} 1001: at most 1000" in capsys.readouterr().err
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+
+
 def test_the_plan_says_what_a_round_costs_in_time(kept: Path) -> None:
     from stackmatrix.explain.plan import plan_lines
 
