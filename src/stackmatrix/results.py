@@ -16,8 +16,10 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import os
+import stat
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +230,18 @@ class RunDir:
     def run_json(self) -> Path:
         return self.path / layout.RUN_JSON
 
+    def check_layout(self, cell_ids: Sequence[str], phases: Sequence[str]) -> None:
+        """Before a run writes anything: the places it writes into are what it wrote
+        (a `cells` that is a file, a cell directory that is a file, a `bench.json` that is
+        a directory crashed a resume with a traceback); raises ResultsError (exit 3)."""
+        cells = self.path / layout.CELLS_DIR
+        _expect(cells, directory=True)
+        for cid in cell_ids:
+            _expect(cells / cid, directory=True)
+            for phase in phases:
+                _expect(cells / cid / f"{phase}.json", directory=False)
+                _expect(cells / cid / f"{phase}.log", directory=False)
+
     def cell(self, cell_id: str) -> CellDir:
         d = CellDir(self.path / layout.CELLS_DIR / cell_id, cell_id)
         d.path.mkdir(parents=True, exist_ok=True)
@@ -259,3 +273,19 @@ class RunDir:
         path = self.path / name
         _atomic.write_json(path, {"schema_version": SCHEMA_VERSION, **data})
         return path
+
+
+def _expect(path: Path, *, directory: bool) -> None:
+    """`path` is absent, or a directory (`directory`) / a regular file, never a link."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror}") from exc
+    want = "a directory" if directory else "a regular file"
+    if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+        raise ResultsError(
+            f"{path} is not {want} as stackmatrix writes it; these results were changed "
+            "by someone else: move it aside (or use another --output) and run again"
+        )

@@ -221,3 +221,32 @@ def test_history_goes_where_the_results_do(tmp_path, monkeypatch, capsys):
     assert main(["run", str(spec), "--output", "o3", "--history", "out", *work]) == 2
     assert "history database out is not a regular file" in capsys.readouterr().err
     assert not Path("o3").exists()
+
+
+@pytest.mark.parametrize(
+    ("plant", "named"),
+    [
+        ("cells", "cells"),  # a file where the cells directory goes
+        ("cells/a", "cells/a"),  # a file where a cell's directory goes
+        ("cells/a/check.json/", "cells/a/check.json"),  # a directory where a result goes
+    ],
+)
+def test_resume_refuses_results_changed_into_other_shapes(
+    tmp_path: Path, plant: str, named: str
+) -> None:
+    """A resume over such results crashed with a traceback (NotADirectoryError,
+    IsADirectoryError); it is a results problem (exit 3) before anything is written."""
+    from stackmatrix.results import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    target = run.path / plant.rstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if plant.endswith("/"):
+        target.mkdir()
+    else:
+        target.write_text("not ours")
+    before = sorted(run.path.rglob("*"))
+    with pytest.raises(ResultsError, match=f"{named} is not a"):
+        run.check_layout(["a"], ["build", "check", "bench"])
+    assert sorted(run.path.rglob("*")) == before  # nothing written, nothing removed

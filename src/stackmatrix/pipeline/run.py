@@ -46,6 +46,8 @@ def _run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
 def _run_locked(
     run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
 ) -> RunSummary:
+    phases = [p for p in ("build", "check", "bench") if p in opts.phases]
+    run.check_layout([pc.cell.id for pc in planned], phases)  # before anything is written
     if "bench" in opts.phases:  # before any work, and before anything is written
         for pc in planned:
             run.cell(pc.cell.id).read_to_resume("bench")
