@@ -28,11 +28,20 @@ import enum
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from stackmatrix.report._tdist import t_cdf, t_ppf
-from stackmatrix.report.outliers import rejected
+from stackmatrix.report.estimate import (
+    Blocks,
+    Design,
+    Estimate,
+    Side,
+    estimate,
+    medians_ratio,
+    side,
+    welch,
+)
 
 # the calibration lives in report/power.py; these names stay importable from here
 from stackmatrix.report.power import Calibration as Calibration
@@ -41,7 +50,6 @@ from stackmatrix.report.power import detectable_change as detectable_change
 from stackmatrix.report.power import positive
 
 SampleUnit = Literal["launch", "round"]
-Design = Literal["paired", "unpaired", "rounds"]
 _LOWER_IS_BETTER = frozenset({"duration_s", "e2e_s", "errors"})
 MAX_LAUNCHES_HINT = 200
 
@@ -222,49 +230,6 @@ class Comparison:
         }
 
 
-@dataclass(frozen=True)
-class _Estimate:
-    diff: float  # mean log ratio, cell over baseline
-    se: float
-    df: float
-    sd: float  # per-launch (paired: per-pair) sd on the log scale, for "how many more"
-    design: Design
-    pairs: int = 0
-    position: float | None = None  # log effect of running first in the cycle, if modelled
-
-
-Blocks = Sequence[int]
-
-
-@dataclass(frozen=True)
-class _Side:
-    """One side's launches after the rejection rule: launch value by block."""
-
-    by_block: dict[int, float]
-    rounds: list[list[float]]
-    rejected: list[str] = field(default_factory=list)
-    slot: dict[int, int] = field(default_factory=dict)  # block -> the launch's slot in time
-
-
-def _side(
-    launches: Sequence[Sequence[float]],
-    blocks: Blocks | None,
-    who: str,
-    min_effect: float,
-    slots: Sequence[int | None] | None = None,
-) -> _Side:
-    keys = list(blocks) if blocks is not None else list(range(1, len(launches) + 1))
-    slot = {k: s for k, s in zip(keys, slots or (), strict=False) if s}
-    measured = [(k, positive(r)) for k, r in zip(keys, launches, strict=False)]
-    measured = [(k, r) for k, r in measured if r]
-    values = [statistics.median(r) for _, r in measured]
-    gone = {x.position: x for x in rejected(values, min_effect=min_effect)}
-    notes = [f"{who} L{measured[i][0]}: {x.reason()}" for i, x in sorted(gone.items())]
-    kept = {k: v for i, ((k, _), v) in enumerate(zip(measured, values, strict=True))
-            if i not in gone}  # fmt: skip
-    return _Side(by_block=kept, rounds=[r for _, r in measured], rejected=notes, slot=slot)
-
-
 def compare(
     cell: Sequence[Sequence[float]],
     baseline: Sequence[Sequence[float]],
@@ -282,86 +247,20 @@ def compare(
     time order) let the paired analysis remove the effect of running first or second in
     a cycle (see `_paired`)."""
     th = thresholds or Thresholds()
-    a = _side(cell, blocks[0] if blocks else None, "cell", th.min_effect,
+    a = side(cell, blocks[0] if blocks else None, "cell", th.min_effect,
               slots[0] if slots else None)  # fmt: skip
-    b = _side(baseline, blocks[1] if blocks else None, "baseline", th.min_effect,
+    b = side(baseline, blocks[1] if blocks else None, "baseline", th.min_effect,
               slots[1] if slots else None)  # fmt: skip
     common: dict[str, Any] = {"metric": metric, "confidence": th.confidence, "looks": th.looks,
                               "rejected": (*a.rejected, *b.rejected)}  # fmt: skip
-    est = _estimate(a, b)
+    est = estimate(a, b)
     if est is None:
         return _rounds_only(a, b, th, common)
     return _decide(est, th, common, n=(len(a.by_block), len(b.by_block)),
-                   medians=_medians_ratio(a, b))  # fmt: skip
+                   medians=medians_ratio(a, b))  # fmt: skip
 
 
-def _medians_ratio(a: _Side, b: _Side) -> float | None:
-    if not a.by_block or not b.by_block:
-        return None
-    return statistics.median(a.by_block.values()) / statistics.median(b.by_block.values())
-
-
-def _estimate(a: _Side, b: _Side) -> _Estimate | None:
-    shared = sorted(set(a.by_block) & set(b.by_block))
-    if len(shared) >= 2:
-        d = [math.log(a.by_block[k] / b.by_block[k]) for k in shared]
-        first = [_ran_first(a, b, k) for k in shared]
-        return _paired(d, first)
-    if len(a.by_block) >= 2 and len(b.by_block) >= 2:
-        return _welch(list(a.by_block.values()), list(b.by_block.values()))
-    return None
-
-
-def _ran_first(a: _Side, b: _Side, block: int) -> int | None:
-    """+1 when the cell's launch ran before the baseline's in this cycle, -1 after."""
-    if block not in a.slot or block not in b.slot:
-        return None
-    return 1 if a.slot[block] < b.slot[block] else -1
-
-
-MIN_PAIRS_FOR_POSITION = 4
-
-
-def _paired(d: Sequence[float], first: Sequence[int | None]) -> _Estimate:
-    """The mean log ratio of the cycles' pairs. When the launch order is known, varies
-    (a balanced order) and there are at least 4 pairs, the model also has a term for
-    which of the two ran first in its cycle, so that effect (3.8% in an H200 A/A pair)
-    leaves the error instead of widening it: d = change + position * s + error, with
-    s = +1 or -1. A rule of the design alone, never of the values: the error rates hold."""
-    n = len(d)
-    signs = [s for s in first if s is not None]
-    if len(signs) == n and n >= MIN_PAIRS_FOR_POSITION and len(set(signs)) == 2:
-        return _with_position(d, signs)
-    sd = statistics.stdev(d)
-    return _Estimate(statistics.fmean(d), sd / math.sqrt(n), n - 1, sd, "paired", n)
-
-
-def _with_position(d: Sequence[float], s: Sequence[int]) -> _Estimate:
-    n = len(d)
-    ms, md = statistics.fmean(s), statistics.fmean(d)
-    sxx = sum((x - ms) ** 2 for x in s)
-    slope = sum((x - ms) * (y - md) for x, y in zip(s, d, strict=True)) / sxx
-    intercept = md - slope * ms  # the change at s = 0: first and second equally often
-    rss = sum((y - intercept - slope * x) ** 2 for x, y in zip(s, d, strict=True))
-    sigma = math.sqrt(rss / (n - 2))
-    se = sigma * math.sqrt(1 / n + ms * ms / sxx)
-    return _Estimate(intercept, se, n - 2, sigma, "paired", n, position=slope)
-
-
-def _welch(cell: Sequence[float], base: Sequence[float]) -> _Estimate:
-    x = [math.log(v) for v in cell]
-    y = [math.log(v) for v in base]
-    var_x, var_y = statistics.variance(x), statistics.variance(y)
-    ex, ey = var_x / len(x), var_y / len(y)
-    denominator = ex * ex / (len(x) - 1) + ey * ey / (len(y) - 1)
-    df = (ex + ey) ** 2 / denominator if denominator > 0 else math.inf
-    # a pair's sd from the pooled per-launch sd: what "how many more" assumes
-    pooled = math.sqrt(((len(x) - 1) * var_x + (len(y) - 1) * var_y) / (len(x) + len(y) - 2))
-    diff = statistics.fmean(x) - statistics.fmean(y)
-    return _Estimate(diff, math.sqrt(ex + ey), df, pooled * math.sqrt(2), "unpaired")
-
-
-def _rounds_only(a: _Side, b: _Side, th: Thresholds, common: dict[str, Any]) -> Comparison:
+def _rounds_only(a: Side, b: Side, th: Thresholds, common: dict[str, Any]) -> Comparison:
     """One launch on a side: its rounds are the samples, which say nothing about launch
     noise; never decided, whatever the rounds say."""
     xs = [v for r in a.rounds for v in r]
@@ -373,7 +272,7 @@ def _rounds_only(a: _Side, b: _Side, th: Thresholds, common: dict[str, Any]) -> 
     )
     low = high = None
     if len(xs) >= 2 and len(ys) >= 2:
-        est = _welch(xs, ys)
+        est = welch(xs, ys)
         half = t_ppf(1 - th.alpha / 2, est.df) * est.se if est.se > 0 else 0.0
         low, high = math.exp(est.diff - half), math.exp(est.diff + half)
         reason += f"; the rounds of one launch alone give [{low - 1:+.1%}, {high - 1:+.1%}]"
@@ -384,7 +283,7 @@ def _rounds_only(a: _Side, b: _Side, th: Thresholds, common: dict[str, Any]) -> 
 
 
 def _decide(
-    est: _Estimate,
+    est: Estimate,
     th: Thresholds,
     common: dict[str, Any],
     *,
@@ -442,7 +341,7 @@ def verdict_of(low: float, high: float, th: Thresholds, metric: str) -> tuple[Ve
     )
 
 
-def launches_to_decide(est: _Estimate, th: Thresholds) -> int | None:
+def launches_to_decide(est: Estimate, th: Thresholds) -> int | None:
     """Fewest launches per cell (cycles) whose interval, at this spread and this estimate,
     would be narrow enough to decide: to exclude no change when the estimate is at least
     half the margin, else to fit within +-min_effect."""
@@ -466,7 +365,7 @@ def _settle_hint(needs: int | None, have: int) -> str:
     )
 
 
-def _design_note(est: _Estimate) -> str:
+def _design_note(est: Estimate) -> str:
     if est.design == "unpaired":
         return "; launches not paired by cycle (no common cycles): Welch's interval"
     if est.position is not None:
