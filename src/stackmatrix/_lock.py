@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +30,9 @@ def results_dir_lock(run_dir: Path) -> Iterator[None]:
         fd = os.open(path, _OPEN, 0o644)
     except OSError as exc:
         raise ResultsError(f"cannot lock {run_dir}: {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted there
+        os.close(fd)
+        raise ResultsError(f"cannot lock {run_dir}: {path} is not a regular file; move it aside")
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -234,6 +234,8 @@ class RunDir:
         """Before a run writes anything: the places it writes into are what it wrote
         (a `cells` that is a file, a cell directory that is a file, a `bench.json` that is
         a directory crashed a resume with a traceback); raises ResultsError (exit 3)."""
+        for name in _RUN_FILES:
+            _expect(self.path / name, directory=False)
         cells = self.path / layout.CELLS_DIR
         _expect(cells, directory=True)
         for cid in cell_ids:
@@ -273,6 +275,13 @@ class RunDir:
         path = self.path / name
         _atomic.write_json(path, {"schema_version": SCHEMA_VERSION, **data})
         return path
+
+
+_RUN_FILES = (
+    layout.RUN_JSON, layout.PLAN_JSON, layout.SPEC_TOML, layout.WORKLOAD_JSON,
+    layout.WORKLOAD_JSONL, layout.BENCH_SCHEDULE, layout.REPORT_MD, layout.REPORT_HTML,
+    layout.REPORT_JSON, layout.REPORT_JUNIT,
+)  # fmt: skip
 
 
 def _expect(path: Path, *, directory: bool) -> None:

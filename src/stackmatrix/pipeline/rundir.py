@@ -43,6 +43,7 @@ def open_run_dir(opts: RunOptions) -> RunDir:
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         path = opts.reports_dir / f"{opts.spec.name}-{stamp}"
     run = RunDir(path)
+    _refuse_foreign(path)
     if path.is_dir():
         _refuse_links(path)
     if run.run_json.exists():
@@ -105,6 +106,36 @@ def _is_run_of(path: Path, name: str) -> bool:
     except ResultsError:
         return False
     return isinstance(meta, dict) and meta.get("spec_name") == name
+
+
+# what a results directory holds before its run.json (a run stopped early, a results
+# directory whose run.json was lost); a spec.toml there may be the user's own spec
+_OURS = frozenset({
+    layout.LOCK_FILE, layout.CELLS_DIR, layout.EXPLAIN_DIR, layout.PLAN_JSON,
+    layout.WORKLOAD_JSON, layout.WORKLOAD_JSONL, layout.BENCH_SCHEDULE, layout.REPORT_MD,
+    layout.REPORT_HTML, layout.REPORT_JSON, layout.REPORT_JUNIT,
+})  # fmt: skip
+
+
+def _refuse_foreign(path: Path) -> None:
+    """The results directory itself a link (a run then wrote a whole results tree into
+    the directory it named), or a directory of someone else's files (no run.json)."""
+    if path.is_symlink():
+        raise ResultsError(
+            f"refusing to write into {path}: it is a symbolic link; stackmatrix writes "
+            "results only into a directory of its own, never through a link"
+        )
+    if not path.is_dir() or (path / layout.RUN_JSON).exists():
+        return
+    try:
+        foreign = [e.name for e in path.iterdir() if e.name not in _OURS]
+    except OSError as exc:
+        raise ResultsError(f"cannot list {path}: {exc.strerror}") from exc
+    if foreign:
+        raise ResultsError(
+            f"refusing to write into {path}: it holds files that are not stackmatrix "
+            f"results ({', '.join(sorted(foreign)[:5])}); pass a new or empty --output"
+        )
 
 
 def _refuse_links(path: Path) -> None:
