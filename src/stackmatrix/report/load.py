@@ -6,9 +6,12 @@ report says so per cell and never stops because of it.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import logging
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -75,11 +78,17 @@ class CellResults:
         return dict(self.bench.points)
 
     def request_files(self) -> Iterator[Path]:
+        """Each round's request records: the file bench wrote, or its gzip-compressed
+        copy (`<name>.gz`, as kept examples store them)."""
         for launch in self.bench.launches:
             for rnd in launch.rounds:
                 name = rnd.requests_file
-                if name and _regular(self.path / name):
-                    yield self.path / name
+                if not name:
+                    continue
+                for path in (self.path / name, self.path / f"{name}.gz"):
+                    if _regular(path):
+                        yield path
+                        break
 
     def server_logs(self) -> list[Path]:
         return sorted(p for p in self.path.glob(layout.SERVER_LOG_GLOB) if _regular(p))
@@ -234,14 +243,30 @@ def _without_secret_env(phases: dict[str, PhaseResult]) -> dict[str, PhaseResult
     return phases
 
 
+REQUESTS_LIMIT = 256 << 20  # bytes of one round's records, after decompression
+_LINE_LIMIT = 16 << 20
+
+
 def read_requests(path: Path) -> Iterator[dict[str, Any]]:
-    """Per-request records of one round (bad lines are skipped: they are not results)."""
-    # a line that is not UTF-8 is a bad line like any other
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                yield record
+    """Per-request records of one round (bad lines are skipped: they are not results),
+    plain or gzip-compressed (`.gz`); at most REQUESTS_LIMIT bytes are read, so a
+    compressed file that expands without end is cut short, not read to the end."""
+    fd = _nofollow.open_regular(path)
+    with os.fdopen(fd, "rb") as raw:
+        stream: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
+        try:
+            yield from _records(stream)
+        except (OSError, EOFError, zlib.error) as exc:  # a damaged .gz ends its records
+            log.warning("request records %s end early: %s", path, exc)
+
+
+def _records(stream: io.BufferedIOBase) -> Iterator[dict[str, Any]]:
+    left = REQUESTS_LIMIT
+    while left > 0 and (line := stream.readline(min(_LINE_LIMIT, left))):
+        left -= len(line)
+        try:  # a line that is not UTF-8 is a bad line like any other
+            record = json.loads(line.decode("utf-8", errors="replace"))
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
