@@ -57,6 +57,11 @@ class Backend(Protocol):
         """Whatever `server_command` left besides the process group; never raises."""
         ...
 
+    def server_env(self, env: Environment) -> dict[str, str]:
+        """Variables a host server of `env` gets besides the environment's own (its JIT
+        caches); empty where the server does not run on this host's files."""
+        ...
+
 
 class _Backend:
     name: ClassVar[str]
@@ -88,6 +93,10 @@ class _HostBackend(_Backend):
     def cleanup(self, handle: str) -> None:
         del handle  # nothing outlives the process group
 
+    def server_env(self, env: Environment) -> dict[str, str]:
+        del env  # `current` runs as it is
+        return {}
+
 
 class VenvBackend(_HostBackend):
     name: ClassVar[str] = "venv"
@@ -95,10 +104,13 @@ class VenvBackend(_HostBackend):
     def server_command(
         self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
     ) -> ServerCommand:
+        command = super().server_command(env, launch, port=port, model=model, gpus=gpus)
+        return dataclasses.replace(command, env=self.server_env(env))
+
+    def server_env(self, env: Environment) -> dict[str, str]:
         from stackmatrix.build import jitcache
 
-        command = super().server_command(env, launch, port=port, model=model, gpus=gpus)
-        return dataclasses.replace(command, env=jitcache.venv_env(env))  # its own FlashInfer cache
+        return jitcache.venv_env(env)  # its own FlashInfer cache
 
 
 class CurrentBackend(_HostBackend):
@@ -136,6 +148,10 @@ class DockerBackend(_Backend):
         from stackmatrix.build import docker
 
         docker.remove_container(handle)  # only one carrying our owner label; never raises
+
+    def server_env(self, env: Environment) -> dict[str, str]:
+        del env  # its caches live in a volume, not in host files
+        return {}
 
 
 _ALL: tuple[Backend, ...] = (VenvBackend(), CurrentBackend(), DockerBackend())

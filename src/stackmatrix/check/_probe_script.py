@@ -42,7 +42,21 @@ SERVING_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("sglang.srt.entrypoints.http_server", "sglang.srt.server_args", "sglang"),
         ("sgl_kernel", "flashinfer"),
     ),
-    "vllm": (("vllm.entrypoints.openai.api_server", "vllm"), ("vllm._C", "vllm._moe_C")),
+    # vLLM: the API server's module, then what its engine-core process imports and the
+    # kernels that vllm/platforms imports for the model (`import_kernels`): `_C` and
+    # `_moe_C`, and since the ops moved to csrc/libtorch_stable their `_stable_libtorch`
+    # builds. A version without one of them fails with ModuleNotFoundError for that
+    # very name, which relevance.py counts as absent, not as a failed import.
+    "vllm": (
+        ("vllm.entrypoints.openai.api_server", "vllm"),
+        (
+            "vllm.v1.engine.core",
+            "vllm._C",
+            "vllm._moe_C",
+            "vllm._C_stable_libtorch",
+            "vllm._moe_C_stable_libtorch",
+        ),
+    ),
     "transformers": (("transformers",), ()),
 }
 MAX_LOADED_LIBRARIES = 5000

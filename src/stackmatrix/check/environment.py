@@ -19,9 +19,11 @@ from packaging.version import InvalidVersion, Version
 from stackmatrix import _proc
 from stackmatrix.build.base import Environment
 from stackmatrix.check import _data, driver, libs, nvcc, probe, relevance, scancache
+from stackmatrix.check.cudamajor import cell_cuda_findings
 from stackmatrix.check.features import feature_findings
 from stackmatrix.check.importpath import import_path
 from stackmatrix.check.inventory import Inventory, read_inventory
+from stackmatrix.check.jitcuda import jit_cache_findings
 from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
@@ -64,6 +66,9 @@ def check_environment(
         cuda or _torch_cuda(inventory), declared_driver, cell_id
     )
     findings += drv_findings
+    findings += cell_cuda_findings(data.get("extensions", []), inventory, cuda, cell_id)
+    data["jit_cache"], jit_found = jit_cache_findings(environment, inventory, cuda, cell_id)
+    findings += jit_found
     findings += _known_bad(inventory, cell_id)
     findings += same_version_findings(inventory, cell_id)
     feature_found, data["features"] = feature_findings(

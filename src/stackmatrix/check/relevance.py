@@ -66,13 +66,26 @@ def loaded_set(probe_data: Mapping[str, Any] | None, root: Path) -> LoadedSet | 
     failed = {
         str(a.get("module", "")).split(".", 1)[0]
         for a in serving.get("modules", [])
-        if isinstance(a, dict) and not a.get("ok")
+        if isinstance(a, dict) and not a.get("ok") and not _absent(a)
     }
     return LoadedSet(
         identities=frozenset(i for f in files if (i := _identity(f)) is not None),
         paths=frozenset(os.path.realpath(f) for f in files),
         failed_packages=frozenset(failed - {""}),
         module=str(serving["imported"]),
+    )
+
+
+def _absent(attempt: Mapping[str, Any]) -> bool:
+    """An import that failed only because that very module is not in this version
+    (vllm._C_stable_libtorch before the stable-ABI build): nothing the server would load
+    failed, so the package's files can still be latent. A missing dependency names
+    another module and stays a failure."""
+    error = attempt.get("error")
+    return (
+        isinstance(error, dict)
+        and error.get("type") == "ModuleNotFoundError"
+        and error.get("message") == f"No module named {str(attempt.get('module'))!r}"
     )
 
 
@@ -101,13 +114,27 @@ def _latent(path: Path, site: Sequence[Path], loaded: LoadedSet) -> bool:
     )
 
 
+def finding_file(finding: Finding) -> str | None:
+    """The shared object a finding is about: its subject, an extension's
+    site-packages-relative path or a host path. None for a finding about no one file
+    (the driver, CUDA majors, a rule, an absent feature file) and for the driver's
+    libraries. The one rule that both the static relevance (`mark_latent`) and the
+    live server's mapped set (report/mapped.py) apply."""
+    subject = finding.subject or ""
+    name = subject.rsplit("/", 1)[-1]
+    if finding.code in _NEVER_LATENT or not (name.endswith(".so") or ".so." in name):
+        return None
+    return subject
+
+
 def mark_latent(findings: Sequence[Finding], latent: Mapping[str, Path]) -> list[Finding]:
     """Copies of `findings`, those about a latent file marked (same code and severity)."""
     by_path = {str(p): rel for rel, p in latent.items()}
     out = []
     for f in findings:
-        rel = f.subject if f.subject in latent else by_path.get(str(f.subject))
-        if rel is None or f.code in _NEVER_LATENT:
+        file = finding_file(f)
+        rel = file if file in latent else by_path.get(str(file))
+        if file is None or rel is None:
             out.append(f)
             continue
         out.append(

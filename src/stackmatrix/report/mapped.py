@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from stackmatrix.check import relevance
 from stackmatrix.findings import Finding
 from stackmatrix.report.load import CellResults
 
@@ -64,12 +65,12 @@ def live_mapped(cell: CellResults, findings: tuple[Finding, ...]) -> LiveMapped 
 
 
 def _unmapped(findings: tuple[Finding, ...], mapped: set[str]) -> tuple[str, ...]:
+    """Files of `findings` (relevance.finding_file: the check's own rule for which file a
+    finding is about) that are not among the site-packages-relative `mapped` names."""
     out: list[str] = []
     for f in findings:
-        for key in ("file", "path", "extension"):
-            value = f.details.get(key) if isinstance(f.details, dict) else None
-            if isinstance(value, str) and value.endswith(".so") and value not in out:
-                rel = _relative(value) or value
-                if rel not in mapped and "/" in rel:
-                    out.append(rel)
+        file = relevance.finding_file(f)
+        rel = None if file is None else _relative(file) or file
+        if rel is not None and rel not in mapped and rel not in out:
+            out.append(rel)
     return tuple(out)

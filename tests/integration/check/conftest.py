@@ -5,9 +5,13 @@ A tool that is missing makes the fixture fail (never skip): CI installs them.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
+import platform
 import shutil
 import subprocess
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +188,49 @@ def cuobjdump_archs(cuobjdump: str, path: Path) -> list[tuple[str, str]]:
 def cuobjdump_list(cuobjdump: str) -> Callable[[Path], list[tuple[str, str]]]:
     """cuobjdump_archs bound to the cuobjdump found for this session."""
     return lambda path: cuobjdump_archs(cuobjdump, path)
+
+
+WheelWriter = Callable[[Path, str, str, dict[str, bytes]], Path]
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}\n"
+
+
+def write_wheel(out_dir: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
+    """A platform wheel of `files` (archive name -> bytes) with its METADATA, WHEEL and
+    a RECORD of sha256 digests, as the wheel specification describes it."""
+    info = f"{name}-{version}.dist-info"
+    tag = f"py3-none-manylinux_2_17_{platform.machine()}"
+    meta = {
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": (
+            f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n"
+        ).encode(),
+    }
+    members = {**files, **meta}
+    record = "".join(_record_line(n, d) for n, d in members.items()) + f"{info}/RECORD,,\n"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / f"{name}-{version}-{tag}.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+        zf.writestr(f"{info}/RECORD", record)
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def wheel_writer() -> WheelWriter:
+    return write_wheel
+
+
+def compile_shared(argv: list[str | Path], cwd: Path, *, cxx: bool = False) -> None:
+    """gcc (or g++) -shared -fPIC `argv`, failing the test when the compiler is missing."""
+    tool = _tool("g++" if cxx else "gcc", "install gcc and g++")
+    _run([tool, "-shared", "-fPIC", *map(str, argv)], cwd)
+
+
+@pytest.fixture(scope="session")
+def compiler() -> Callable[..., None]:
+    return compile_shared

@@ -218,3 +218,23 @@ def test_the_targets_column_judges_the_loaded_files() -> None:
     assert _targets(_cell({"sm_120": "native"}, only_latent_code), ["sm_120"]) == {
         "sm_120": "native"
     }
+
+
+def test_vllm_serving_path_names_the_kernels_import_kernels_loads() -> None:
+    _, entry, model_load = _probe_script.serving_plan(["--engine", "vllm"])
+    assert entry == ["vllm.entrypoints.openai.api_server", "vllm"]
+    assert model_load[0] == "vllm.v1.engine.core"  # the engine-core process's module
+    assert {"vllm._C", "vllm._moe_C", "vllm._C_stable_libtorch"} <= set(model_load)
+
+
+def test_a_kernel_module_this_version_lacks_is_absent_not_failed() -> None:
+    def attempt(module: str, message: str) -> dict[str, Any]:
+        error = {"type": "ModuleNotFoundError", "message": message}
+        return {"module": module, "ok": False, "error": error}
+
+    absent = attempt("vllm._C_stable_libtorch", "No module named 'vllm._C_stable_libtorch'")
+    known = relevance.loaded_set(_probe("srv", [], modules=[absent]), Path("/"))
+    assert known is not None and known.failed_packages == frozenset()
+    broken = attempt("vllm._C", "No module named 'triton'")  # a dependency is missing
+    known = relevance.loaded_set(_probe("srv", [], modules=[absent, broken]), Path("/"))
+    assert known is not None and known.failed_packages == frozenset({"vllm"})
