@@ -1,6 +1,6 @@
 """The one process layer: every child stackmatrix starts is started here.
 
-Three ways, with the same guarantees (issue 14 found three with different ones):
+Four ways, with the same guarantees:
 
 - `run`: to completion, output captured (and appended to a log file);
 - `stream`: to completion, each output line written to the log as it comes (a person
@@ -9,35 +9,23 @@ Three ways, with the same guarantees (issue 14 found three with different ones):
 - `reading`: a child whose stdout the caller reads as it comes, a stream too large to
   hold (`docker export`), its stderr captured and logged.
 
-All take argv lists (never a shell string), log the argv redacted, start the child in
-a new session (so its process group is exactly what we started) and register it, so
-that Ctrl-C (`terminate_all`, called by the CLI's SIGINT handler) stops it wherever
-the main thread is: SIGTERM to its group, SIGKILL after a grace period. Only our own
-children: by the process group of a child we started, never by name. Typed failures
-live in the callers.
-
-On Linux each child also asks the kernel for SIGTERM when its parent dies
-(`PR_SET_PDEATHSIG`), so a SIGKILLed stackmatrix leaves no server or build running
-(one that ignores SIGTERM is found by the next run: bench/leftovers.py). That takes a
-`preexec_fn`, which CPython documents as unsafe with threads: the child runs Python
-code between fork and exec while another thread may hold a lock. Ours runs only a
-`prctl` through a ctypes function resolved at import and `os.getppid`, taking no lock
-that another thread holds (glibc's malloc is reset across fork), so the worker threads
-of `pipeline/runner.py` are no hazard. The signal is bound to the thread that started
-the child, not the process: every child here is waited on or stopped by the call, and
-so the thread, that started it.
+All take argv lists (never a shell string), log the argv redacted (`_proclog`), start
+the child as the leader of its own process group (so the group is exactly what we
+started) and register it, so that Ctrl-C (`terminate_all`, called by the CLI's SIGINT
+handler) stops it wherever the main thread is: SIGTERM to its group, SIGKILL after a
+grace period. Only our own children: by the process group of a child we started, never
+by name. Each child also dies with its parent (`_deathsig`). Typed failures live in
+the callers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -45,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from stackmatrix._secrets import redact_argv, redact_text
+from stackmatrix._deathsig import die_with_parent
+from stackmatrix._proclog import append_log, copy_lines, exit_line, log_file
+from stackmatrix._proclog import shown as shown  # callers show argv through _proc
 
 log = logging.getLogger(__name__)
 
@@ -61,35 +51,6 @@ _RUNNING_LOCK = threading.RLock()  # re-entrant: terminate_all may run in a sign
 
 
 _INTERRUPTED = threading.Event()
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # a libc without prctl (none known): no such signal
-        return None
-    return fn
-
-
-_PRCTL = _load_prctl()  # resolved here, never in a forked child
-
-
-def _die_with_parent(parent: int) -> Callable[[], None] | None:
-    """The `preexec_fn` that has the child SIGTERMed when `parent` dies (Linux)."""
-    prctl = _PRCTL
-    if prctl is None:
-        return None
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:  # it died before the prctl: no signal will come
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
 
 
 class Interrupted(KeyboardInterrupt):
@@ -174,7 +135,8 @@ def _popen(
     cwd: Path | None,
     stderr: int = subprocess.STDOUT,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session and register it for Ctrl-C."""
+    """Start `argv` as the leader of its own process group (setsid) and register it
+    for Ctrl-C."""
     log.debug("%s %s", what, shown(argv))
     proc = subprocess.Popen(
         argv,
@@ -184,7 +146,7 @@ def _popen(
         env=dict(env) if env is not None else None,
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=_die_with_parent(os.getpid()),  # safe with our threads: see the docstring
+        preexec_fn=die_with_parent(os.getpid()),  # safe with our threads: see _deathsig
     )
     with _RUNNING_LOCK:
         _RUNNING.add(proc)
@@ -196,11 +158,6 @@ def _popen(
 def _forget(proc: subprocess.Popen[bytes]) -> None:
     with _RUNNING_LOCK:
         _RUNNING.discard(proc)
-
-
-def shown(argv: Sequence[str]) -> str:
-    """`argv` as a display line with secrets redacted (never run by a shell)."""
-    return " ".join(redact_argv(argv))
 
 
 @contextlib.contextmanager
@@ -241,7 +198,7 @@ def run(
             out, _ = proc.communicate()
     text = out.decode("utf-8", errors="replace")
     if log_path is not None:
-        _append_log(log_path, argv, text, proc.returncode, timed_out)
+        append_log(log_path, argv, text, proc.returncode, timed_out)
     return _result(argv, proc, start, timed_out, text)
 
 
@@ -261,12 +218,12 @@ def stream(
         return _not_started(argv)
     start = time.monotonic()
     lines: list[str] = []
-    with _log_file(log_path, argv) as fh:
+    with log_file(log_path, argv) as fh:
         proc = _popen(
             argv, what="stream", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, cwd=cwd
         )
         reader = threading.Thread(
-            target=_copy_lines,
+            target=copy_lines,
             args=(proc.stdout, fh, lines, on_line),
             name="stream-reader",
             daemon=True,
@@ -282,26 +239,8 @@ def stream(
                 kill_group(proc)
         reader.join(timeout=READER_JOIN_S)
         rc = proc.returncode if not timed_out else -1
-        fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n".encode())
+        fh.write(exit_line(rc, timed_out).encode())
     return _result(argv, proc, start, timed_out, "".join(lines))
-
-
-def _copy_lines(
-    source: IO[bytes] | None,
-    fh: IO[bytes],
-    lines: list[str],
-    on_line: Callable[[str], None] | None,
-) -> None:
-    assert source is not None
-    with source, contextlib.suppress(ValueError):  # the log closed: `stream` gave up on us
-        for raw in source:
-            line = raw.decode("utf-8", errors="replace")
-            hidden = redact_text(line)
-            fh.write(raw if hidden == line else hidden.encode("utf-8"))
-            fh.flush()
-            lines.append(line)
-            if on_line is not None:
-                on_line(line.rstrip("\r\n"))
 
 
 def start(
@@ -316,7 +255,7 @@ def start(
     argv = tuple(str(a) for a in argv)
     if interrupted():
         raise Interrupted(f"not started after Ctrl-C: {shown(argv)}")
-    with _log_file(log_path, argv) as fh:
+    with log_file(log_path, argv) as fh:
         # the child keeps its own copy of the descriptor: ours can close
         return _popen(argv, what="start", stdin=subprocess.DEVNULL, stdout=fh, env=env, cwd=cwd)
 
@@ -358,7 +297,7 @@ def reading(
         raise Interrupted(f"not started after Ctrl-C: {shown(argv)}")
     start = time.monotonic()
     lines: list[str] = []
-    with _log_file(log_path, argv) as fh:
+    with log_file(log_path, argv) as fh:
         proc = _popen(
             argv,
             what="read",
@@ -371,7 +310,7 @@ def reading(
         assert proc.stdout is not None
         _widen_pipe(proc.stdout)
         errors = threading.Thread(
-            target=_copy_lines, args=(proc.stderr, fh, lines, None), name="read-stderr",
+            target=copy_lines, args=(proc.stderr, fh, lines, None), name="read-stderr",
             daemon=True,
         )  # fmt: skip
         errors.start()
@@ -391,7 +330,7 @@ def reading(
             errors.join(timeout=READER_JOIN_S)
             timed_out = expired.is_set()
             rc = proc.returncode if proc.returncode is not None and not timed_out else -1
-            fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n".encode())
+            fh.write(exit_line(rc, timed_out).encode())
             handle.result = _result(argv, proc, start, timed_out, "".join(lines))
 
 
@@ -413,15 +352,6 @@ def _drain(stdout: IO[bytes]) -> None:
         pass
 
 
-@contextlib.contextmanager
-def _log_file(path: Path, argv: tuple[str, ...]) -> Iterator[IO[bytes]]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("ab") as fh:
-        fh.write(f"$ {shown(argv)}\n".encode())
-        fh.flush()
-        yield fh
-
-
 def _result(
     argv: tuple[str, ...], proc: subprocess.Popen[bytes], start: float, timed_out: bool, text: str
 ) -> ProcResult:
@@ -432,10 +362,3 @@ def _result(
         timed_out=timed_out,
         output=text,
     )
-
-
-def _append_log(path: Path, argv: tuple[str, ...], text: str, rc: int, timed_out: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(f"$ {shown(argv)}\n{redact_text(text)}")
-        fh.write(f"[exit {rc}{' (timed out)' if timed_out else ''}]\n")

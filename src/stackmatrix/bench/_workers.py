@@ -1,4 +1,4 @@
-"""One round of the client spread over worker processes (`bench.client_workers`, issue 17).
+"""One round of the client spread over worker processes (`bench.client_workers`).
 
 One process's event loop saturates a core at ~60,000 tokens/s (docs/bench.md), and a
 saturated client measures itself. Here N processes share the round, each with its own
@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from stackmatrix.bench._arrival import stamping_loop
-from stackmatrix.bench.client import (
+from stackmatrix.bench._request import (
     ClientOptions,
     RequestRecord,
     RoundOutcome,

@@ -3,107 +3,49 @@
 It runs in stackmatrix's own process, outside every cell, so each cell is measured
 by the same instrument on the same bytes. Times come from `time.perf_counter`; a
 chunk's time is when its bytes arrived (taken in the connection's `data_received`,
-see `_sse`). Definitions of every figure are in docs/bench.md.
+see `_sse`). Definitions of every figure are in docs/bench.md. One request's options,
+record and sending live in `_request`; a round over worker processes in `_workers`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
+from stackmatrix.bench import _workers
 from stackmatrix.bench._arrival import stamping_loop
-from stackmatrix.bench._sse import ResponseError, StatusError, post_lines
+from stackmatrix.bench._request import (
+    ERROR_TEXT_LIMIT,
+    ClientOptions,
+    RequestRecord,
+    RoundOutcome,
+    StreamError,
+    send_one,
+    worker_count,
+)
 from stackmatrix.bench.workload import BenchRequest
 
+__all__ = [
+    "ERROR_TEXT_LIMIT",
+    "ClientOptions",
+    "RequestRecord",
+    "RoundOutcome",
+    "StreamError",
+    "run_round",
+    "run_round_async",
+    "send_one",
+    "worker_count",
+]
+
 log = logging.getLogger(__name__)
-
-ERROR_TEXT_LIMIT = 300
-_JSON = json.JSONDecoder()
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClientOptions:
-    base_url: str
-    model: str
-    max_concurrency: int = 1
-    request_timeout_s: float = 300.0
-    ignore_eos: bool = False  # only True where the engine accepts the field
-    use_arrivals: bool = True  # False for warm-up: send as fast as concurrency allows
-    temperature: float = 0.0
-    # worker processes sharing the round (issue 17); 1 runs in this process, as before
-    workers: int = 1
-
-
-@dataclass(kw_only=True)
-class RequestRecord:
-    """What happened to one request; times in seconds from the round's start."""
-
-    index: int
-    scheduled_s: float = 0.0  # when its arrival time came
-    start_s: float = 0.0  # when it was sent (after the client's concurrency limit)
-    queue_wait_s: float = 0.0  # start_s - scheduled_s: waiting on our own limit
-    ttft_s: float | None = None
-    itl_s: list[float] = field(default_factory=list)
-    e2e_s: float | None = None
-    output_tokens: int = 0
-    output_tokens_source: str = "chunks"  # "usage" when the server reported it
-    prompt_tokens: int | None = None
-    content_chunks: int = 0
-    finish_reason: str | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "ok": self.ok,
-            "error": self.error,
-            "scheduled_s": round(self.scheduled_s, 6),
-            "start_s": round(self.start_s, 6),
-            "queue_wait_s": round(self.queue_wait_s, 6),
-            "ttft_s": _r(self.ttft_s),
-            "e2e_s": _r(self.e2e_s),
-            "output_tokens": self.output_tokens,
-            "output_tokens_source": self.output_tokens_source,
-            "prompt_tokens": self.prompt_tokens,
-            "content_chunks": self.content_chunks,
-            "finish_reason": self.finish_reason,
-            "itl_s": [round(x, 7) for x in self.itl_s],
-        }
-
-
-def _r(value: float | None) -> float | None:
-    return round(value, 7) if value is not None else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class RoundOutcome:
-    records: list[RequestRecord]
-    duration_s: float  # from the round's start until its last request finished
-    t0: float  # time.perf_counter() at the round's start (records are relative to it)
-    cpu_s: float  # CPU time the client spent during the round (all its workers together)
-    # each worker process's CPU time, in worker order; () when the round ran in-process
-    worker_cpu_s: tuple[float, ...] = ()
-
-
-class StreamError(Exception):
-    """A protocol problem in one response (bad SSE line, missing final chunk)."""
 
 
 def run_round(requests: Sequence[BenchRequest], options: ClientOptions) -> RoundOutcome:
     """Send `requests` with the options' concurrency and arrival times; blocking."""
     if worker_count(options, len(requests)) > 1:
-        from stackmatrix.bench import _workers  # here: _workers imports this module
-
         return _workers.run_round_workers(requests, options)
     # The stamping loop times each chunk when the selector saw it (see _sse); under
     # any other loop run_round_async times it when its connection is served.
@@ -131,12 +73,6 @@ async def run_round_async(requests: Sequence[BenchRequest], options: ClientOptio
     return RoundOutcome(records=records, duration_s=duration, t0=t0, cpu_s=cpu)
 
 
-def worker_count(options: ClientOptions, requests: int) -> int:
-    """Worker processes a round really uses: no more than its concurrency (each worker
-    holds at least one of its slots) or its requests."""
-    return max(1, min(options.workers, options.max_concurrency, requests))
-
-
 async def _one(
     sem: asyncio.Semaphore, req: BenchRequest, options: ClientOptions, t0: float
 ) -> RequestRecord:
@@ -145,111 +81,3 @@ async def _one(
     scheduled = time.perf_counter()
     async with sem:
         return await send_one(req, options, t0, scheduled)
-
-
-async def send_one(
-    req: BenchRequest, options: ClientOptions, t0: float, scheduled: float
-) -> RequestRecord:
-    """Send one request now and record it (`scheduled`: when its arrival time came)."""
-    rec = RequestRecord(index=req.index)
-    start = time.perf_counter()
-    rec.scheduled_s, rec.start_s = scheduled - t0, start - t0
-    rec.queue_wait_s = start - scheduled
-    try:
-        async with asyncio.timeout(options.request_timeout_s):
-            await _stream(_payload(req, options), options, rec, start)
-    except TimeoutError:
-        rec.error = f"timed out after {options.request_timeout_s:g} s"
-    except StatusError as exc:
-        rec.error = f"HTTP {exc.status}: {exc.text[:ERROR_TEXT_LIMIT]}"
-    except (StreamError, ResponseError) as exc:
-        rec.error = str(exc)[:ERROR_TEXT_LIMIT]
-    except (OSError, ValueError) as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
-    rec.e2e_s = time.perf_counter() - start
-    return rec
-
-
-def _payload(req: BenchRequest, options: ClientOptions) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": options.model,
-        "prompt": req.prompt,
-        "max_tokens": req.max_tokens,
-        "temperature": options.temperature,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if options.ignore_eos:
-        body["ignore_eos"] = True
-    return body
-
-
-async def _stream(
-    body: dict[str, Any], options: ClientOptions, rec: RequestRecord, start: float
-) -> None:
-    state = _StreamState(rec=rec, start=start, last=start)
-    url = options.base_url + "/v1/completions"
-    # Each line is accounted inside the connection's data_received, with the time its
-    # bytes arrived: timing does not depend on when this task next runs.
-    await post_lines(url, json.dumps(body).encode(), state.line)
-    if not state.done:
-        raise StreamError(
-            "the stream ended before its final chunk (no finish_reason, no [DONE]): "
-            "the server dropped the connection"
-        )
-    if rec.output_tokens_source != "usage":
-        rec.output_tokens = rec.content_chunks
-
-
-@dataclass(kw_only=True)
-class _StreamState:
-    rec: RequestRecord
-    start: float
-    last: float  # arrival time of the latest content chunk
-    done: bool = False  # saw a finish_reason or [DONE]
-
-    def line(self, raw: bytes, now: float) -> bool:
-        """Account one SSE line that arrived at `now`; True once [DONE] is seen."""
-        line = raw.strip()
-        if not line or line.startswith(b":"):
-            return False  # blank separators and SSE comments (keep-alives)
-        if not line.startswith(b"data:"):
-            raise StreamError(f"malformed SSE line: {line[:80]!r}")
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            self.done = True
-            return True
-        self.last = _chunk(data, self.rec, self.start, self.last, now)
-        self.done = self.done or self.rec.finish_reason is not None
-        return False
-
-
-def _chunk(data: bytes, rec: RequestRecord, start: float, last: float, now: float) -> float:
-    """Account one SSE event; returns the time of the latest content chunk."""
-    try:
-        obj = _JSON.decode(data.decode())  # not json.loads: it sniffs the encoding each time
-    except ValueError as exc:
-        raise StreamError(f"malformed SSE data (not JSON): {data[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise StreamError(f"malformed SSE data (not an object): {data[:80]!r}")
-    if "error" in obj:
-        raise StreamError(f"server error in stream: {str(obj['error'])[:ERROR_TEXT_LIMIT]}")
-    choices = obj.get("choices") or []
-    if choices:
-        choice = choices[0]
-        if choice.get("text"):
-            if rec.ttft_s is None:
-                rec.ttft_s = now - start
-            else:
-                rec.itl_s.append(now - last)
-            rec.content_chunks += 1
-            last = now
-        if choice.get("finish_reason"):
-            rec.finish_reason = str(choice["finish_reason"])
-    usage = obj.get("usage")
-    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
-        rec.output_tokens = int(usage["completion_tokens"])
-        rec.output_tokens_source = "usage"
-        if usage.get("prompt_tokens") is not None:
-            rec.prompt_tokens = int(usage["prompt_tokens"])
-    return last
