@@ -155,7 +155,7 @@ def _serve(
     args: Sequence[str],
     log_path: Path,
 ) -> Any:
-    if engine.name == "external":
+    if not engine.launches_server:
         assert bench.url is not None
         return server.external(
             bench.url, engine=engine, log_path=log_path, ready_timeout_s=bench.ready_timeout_s

@@ -32,7 +32,7 @@ def warm_up(
     it is recorded in bench.json under "warmup_launches"
     and left out of every statistic. A failure here is recorded, not fatal: the
     measured launches then fail (or not) on their own."""
-    if not bench.warmup_launches or engine.name == "external":
+    if not bench.warmup_launches or not engine.launches_server:
         return
     cells = list(dict.fromkeys(cid for cid, _ in slots))
     # one round: a minimum duration is for measured launches

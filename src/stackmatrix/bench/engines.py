@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from stackmatrix import _proc
+from stackmatrix import _proc, engine_registry
 from stackmatrix.bench import _http
+from stackmatrix.engine_registry import EngineTraits
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +36,32 @@ class EffectiveConfig:
 
 
 class Engine:
-    """Base adapter; subclasses fill in the engine-specific parts."""
+    """Base adapter; subclasses fill in the engine-specific parts. What other modules
+    ask about an engine (does it launch a server, its distributions, its serving
+    modules) is its entry in `engine_registry`, found by `name`."""
 
     name: ClassVar[str] = ""
-    package: ClassVar[str | None] = None  # distribution whose version is the engine's
+    traits: ClassVar[EngineTraits]
     needs_gpu: ClassVar[bool] = False
     accepts_ignore_eos: ClassVar[bool] = True
     ready_paths: ClassVar[tuple[str, ...]] = ("/health",)
     # Ports the engine derives from `--port` by adding these offsets (name -> offset);
     # the port we pick must leave them free and below 65536.
     derived_port_offsets: ClassVar[dict[str, int]] = {}
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls.traits = engine_registry.traits(cls.name)  # an adapter without an entry fails here
+
+    @property
+    def package(self) -> str | None:
+        """The distribution whose version is the engine's."""
+        return self.traits.package
+
+    @property
+    def launches_server(self) -> bool:
+        """False for a server that runs outside the cell: nothing to start or stop."""
+        return self.traits.launches_server
 
     def pinned_args(self, args: Sequence[str], *, seed: int) -> list[str]:
         """Flags added to every launch so that launches differ only in what cells ask.
@@ -80,7 +97,6 @@ class TransformersEngine(Engine):
     """
 
     name = "transformers"
-    package = "transformers"
     accepts_ignore_eos = False
     ready_paths = ("/health",)
 
@@ -112,7 +128,6 @@ class SglangEngine(Engine):
     """`python -m sglang.launch_server`; resolved server args from /server_info."""
 
     name = "sglang"
-    package = "sglang"
     needs_gpu = True
     ready_paths = ("/health_generate",)
     info_paths: ClassVar[tuple[str, ...]] = ("/server_info", "/get_server_info")
@@ -154,7 +169,6 @@ class VllmEngine(Engine):
     """`vllm serve` (via `python -m vllm.entrypoints.cli.main serve`); /health, /version."""
 
     name = "vllm"
-    package = "vllm"
     needs_gpu = True
     ready_paths = ("/health",)
 

@@ -264,7 +264,7 @@ def _skip_reason(
     environment: Environment | None,
     force: bool,
 ) -> tuple[str, str] | None:
-    if engine.name != "external" and environment is None:
+    if engine.launches_server and environment is None:
         return "not_built", f"cell {cid!r} has no built environment (see its build.json)"
     if not force and _incompatible(cell_dir):
         return "incompatible", (
@@ -274,8 +274,8 @@ def _skip_reason(
     needs_gpu = engine.needs_gpu or cell.gpus > 0
     if needs_gpu and envfacts.gpu_count() == 0:
         return "no_gpu", f"engine {engine.name!r} needs a GPU and nvidia-smi lists none here"
-    if engine.name == "external" and not bench.url:
-        return "no_url", "engine 'external' needs bench.url, the address already serving"
+    if not engine.launches_server and not bench.url:
+        return "no_url", f"engine {engine.name!r} needs bench.url, the address already serving"
     return None
 
 

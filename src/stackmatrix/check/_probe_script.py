@@ -1,9 +1,11 @@
 """The runtime probe, run by path with a cell's own interpreter.
 
 Self-contained on purpose: stackmatrix is not installed in cell environments, so
-this file imports only the standard library (and, guarded, what it probes). It
-prints one JSON object on stdout. Without a GPU it says so and runs what it can;
-it never pretends.
+this file imports only the standard library (and, guarded, what it probes). What it
+imports is handed to it on the command line by check/probe.py, from the engine
+registry: `--modules` (the extension modules to import), `--engine`, and the engine's
+`--serving-modules` (entry modules, in order) and `--model-load-modules`. It prints one
+JSON object on stdout. Without a GPU it says so and runs what it can; it never pretends.
 """
 
 from __future__ import annotations
@@ -22,43 +24,6 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 MARKER = "STACKMATRIX-PROBE-JSON: "
-EXTENSION_MODULES = (
-    "sgl_kernel",
-    "flashinfer",
-    "sglang",
-    "vllm",
-    "flash_attn",
-    "deep_gemm",
-    "triton",
-    "xformers",
-    "transformers",
-)
-# What an engine's serving process imports, importable without a GPU: the entry modules
-# in order (the first that imports is the serving path; the others are fallbacks for
-# versions without it), then the kernels it loads when the model is loaded (the
-# scheduler's import of sgl_kernel, vllm's ops), which no entry module needs to import.
-SERVING_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "sglang": (
-        ("sglang.srt.entrypoints.http_server", "sglang.srt.server_args", "sglang"),
-        ("sgl_kernel", "flashinfer"),
-    ),
-    # vLLM: the API server's module, then what its engine-core process imports and the
-    # kernels that vllm/platforms imports for the model (`import_kernels`): `_C` and
-    # `_moe_C`, and since the ops moved to csrc/libtorch_stable their `_stable_libtorch`
-    # builds. A version without one of them fails with ModuleNotFoundError for that
-    # very name, which relevance.py counts as absent, not as a failed import.
-    "vllm": (
-        ("vllm.entrypoints.openai.api_server", "vllm"),
-        (
-            "vllm.v1.engine.core",
-            "vllm._C",
-            "vllm._moe_C",
-            "vllm._C_stable_libtorch",
-            "vllm._moe_C_stable_libtorch",
-        ),
-    ),
-    "transformers": (("transformers",), ()),
-}
 MAX_LOADED_LIBRARIES = 5000
 ENV_PREFIXES = ("CUDA_", "NCCL_", "SGLANG_", "SGL_", "FLASHINFER_", "VLLM_", "TORCH_", "PYTORCH_")
 ENV_NAMES = (
@@ -285,21 +250,21 @@ def _arg(argv: list[str], flag: str) -> str | None:
     return argv[argv.index(flag) + 1] if flag in argv else None
 
 
+def _names(argv: list[str], flag: str) -> list[str]:
+    """The comma-separated names after `flag`, none without it."""
+    return [name for name in (_arg(argv, flag) or "").split(",") if name]
+
+
 def serving_plan(argv: list[str]) -> tuple[str | None, list[str], list[str]]:
-    """(engine, entry modules, model-load modules) from --engine and --serving-modules
-    (which replaces the engine's entry modules, for an engine this script does not know)."""
+    """(engine, entry modules, model-load modules) from --engine, --serving-modules
+    (the entry modules, in order: the first that imports is the serving path) and
+    --model-load-modules (what loading the model imports, after the entry module)."""
     engine = _arg(argv, "--engine")
-    entry, model_load = SERVING_MODULES.get(engine or "", ((), ()))
-    override = _arg(argv, "--serving-modules")
-    if override:
-        return engine, override.split(","), []
-    return engine, list(entry), list(model_load)
+    return engine, _names(argv, "--serving-modules"), _names(argv, "--model-load-modules")
 
 
 def main(argv: list[str]) -> int:
-    modules = list(EXTENSION_MODULES)
-    if "--modules" in argv:
-        modules = argv[argv.index("--modules") + 1].split(",")
+    modules = _names(argv, "--modules")
     engine, entry, model_load = serving_plan(argv)
     # first: what the probe imports itself (torch, every extension module) is no
     # evidence of what the server loads

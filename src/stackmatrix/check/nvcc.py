@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackmatrix import engine_registry
 from stackmatrix.findings import Finding, Severity
 
 __all__ = ["Nvcc", "check", "find_nvcc", "nvcc_findings", "read_version"]
@@ -36,7 +37,7 @@ __all__ = ["Nvcc", "check", "find_nvcc", "nvcc_findings", "read_version"]
 _BANNER = re.compile(rb"Cuda compilation tools, release (\d+\.\d+), V(\d+(?:\.\d+)+)")
 _MAX_LINK_HOPS = 40
 # distributions whose kernels are JIT-compiled with nvcc at first use
-JIT_USERS = ("flashinfer-python", "sglang")
+JIT_USERS = engine_registry.jit_packages()
 _WHEEL_DIRS = ("nvidia/cu13", "nvidia/cuda_nvcc")
 # the JITs' last resort, for a venv on this host (tests point it elsewhere)
 HOST_TOOLKIT = "/usr/local/cuda"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _proc
+from stackmatrix import _proc, engine_registry
 from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)
@@ -34,18 +34,36 @@ def probe_argv(
     serving_modules: Sequence[str] | None = None,
 ) -> list[str]:
     """argv that runs the probe: its source is passed with -c so that it also works
-    where the script's host path is not visible (a container's interpreter).
+    where the script's host path is not visible (a container's interpreter). The script
+    imports nothing of ours, so what it imports comes from the engine registry here:
+    `modules` (default: every engine's extension modules) and the serving path.
 
     With `engine` (or `serving_modules`, tried in order, replacing the engine's), it
     first imports the serving path and reports the shared objects then mapped."""
     argv = [*python, "-c", SCRIPT.read_text(encoding="utf-8"), "--"]
-    if modules:
-        argv += ["--modules", ",".join(modules)]
+    argv += ["--modules", ",".join(modules or engine_registry.extension_modules())]
     if engine:
         argv += ["--engine", engine]
-    if serving_modules:
-        argv += ["--serving-modules", ",".join(serving_modules)]
+    entry, model_load = serving_path(engine, serving_modules)
+    if entry:
+        argv += ["--serving-modules", ",".join(entry)]
+    if model_load:
+        argv += ["--model-load-modules", ",".join(model_load)]
     return argv
+
+
+def serving_path(
+    engine: str | None, serving_modules: Sequence[str] | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(entry modules, model-load modules) the probe imports first: `serving_modules`
+    when given (for an engine the registry does not know; nothing after them), else the
+    engine's own, none for an engine without a serving path of its own (external)."""
+    if serving_modules:
+        return tuple(serving_modules), ()
+    traits = engine_registry.find(engine)
+    if traits is None:
+        return (), ()
+    return traits.entry_modules, traits.model_load_modules
 
 
 def parse_output(text: str) -> dict[str, Any]:

@@ -15,12 +15,9 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from stackmatrix import engine_registry
 from stackmatrix.check import _data
 from stackmatrix.report.config_drift import Difference
-
-# engines whose flags are their argument names with dashes (`attention_backend` ->
-# `--attention-backend`)
-FLAG_ENGINES = ("sglang", "vllm", "transformers")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,7 +121,8 @@ def _package_change(diff: Difference) -> Change | str:
 
 
 def _server_change(diff: Difference, name: str, engine: str) -> Change | str:
-    if engine not in FLAG_ENGINES:
+    traits = engine_registry.find(engine)
+    if traits is None or not traits.setting_flags:
         return f"no switch known for {diff.key}: {engine or 'this engine'} flags are not known"
     if "." in name:  # a field of a structured setting (cuda_graph_config.decode.max_bs)
         return f"no switch known for {diff.key}: a field of a structured setting, not a flag"

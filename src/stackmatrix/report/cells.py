@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeGuard
 
+from stackmatrix import engine_registry
 from stackmatrix.findings import Severity
 from stackmatrix.records import check_verdict
 from stackmatrix.report import config_drift as drift_mod
@@ -22,16 +23,8 @@ from stackmatrix.results import PHASES, Status
 _SEVERITY_ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
 _GAP_RANK = {"none": 0, "ptx": 1, "native": 2, "n/a": 3}  # n/a: no GPU code, no gap
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-_KEY_PACKAGES = (
-    "torch",
-    "sglang",
-    "sgl-kernel",
-    "sglang-kernel",
-    "flashinfer-python",
-    "vllm",
-    "transformers",
-    "triton",
-)
+# the distributions whose versions a cell shows: torch, each engine's stack, triton
+_KEY_PACKAGES = ("torch", *engine_registry.report_distributions(), "triton")
 
 
 def cell_report(

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, Literal, cast
 
+from stackmatrix import engine_registry
 from stackmatrix._validate import Problems, join
 from stackmatrix.spec._values import (
     check_bool,
@@ -42,12 +43,13 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         return None
     b = get_table(raw, "bench", "", p)
     p.unknown_keys("bench", b, BENCH_KEYS)
-    engine = get_choice(b, "engine", "bench", ENGINES, p) or "transformers"
-    model = get_str(b, "model", "bench", p, required=engine != "external") or ""
+    engine = get_choice(b, "engine", "bench", ENGINES, p) or engine_registry.DEFAULT_ENGINE
+    launches_server = engine_registry.traits(engine).launches_server
+    model = get_str(b, "model", "bench", p, required=launches_server) or ""
     _check_model(b, model, p)
     url = check_url(b.get("url"), "bench.url", p)
-    if engine == "external" and not url:
-        p.add("bench.url", 'engine = "external" needs url = "http://host:port"')
+    if not launches_server and not url:
+        p.add("bench.url", f'engine = "{engine}" needs url = "http://host:port"')
     workload, points = _workload(b, p), _points(b, p)
     _check_total_tokens(workload, points, p)
     return Bench(

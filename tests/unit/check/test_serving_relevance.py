@@ -15,8 +15,9 @@ from typing import Any, cast
 
 import pytest
 
+from stackmatrix import engine_registry
 from stackmatrix.build.base import Environment
-from stackmatrix.check import _probe_script, relevance
+from stackmatrix.check import _probe_script, probe, relevance
 from stackmatrix.check.phase import CheckOutcome, check_environment, verdict_of
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.records.phases import CheckData
@@ -114,22 +115,31 @@ def test_a_serving_module_that_does_not_import_leaves_nothing_latent(site: Path)
     assert not relevance.is_latent(unknown[0])
 
 
+def _plan(engine: str | None, serving_modules: list[str] | None = None) -> Any:
+    """What the probe script reads of the argv that check/probe.py gives it."""
+    argv = probe.probe_argv(["py"], engine=engine, serving_modules=serving_modules)
+    return _probe_script.serving_plan(argv[argv.index("--") + 1 :])
+
+
 def test_the_engines_serving_modules_are_the_defaults() -> None:
-    assert _probe_script.serving_plan(["--engine", "sglang"]) == (
+    assert _plan("sglang") == (
         "sglang",
         ["sglang.srt.entrypoints.http_server", "sglang.srt.server_args", "sglang"],
         ["sgl_kernel", "flashinfer"],
     )
-    assert _probe_script.serving_plan(["--engine", "vllm"])[1][0] == (
-        "vllm.entrypoints.openai.api_server"
-    )
-    assert _probe_script.serving_plan(["--engine", "transformers"])[1] == ["transformers"]
-    assert _probe_script.serving_plan(["--engine", "sglang", "--serving-modules", "a,b"]) == (
-        "sglang",
-        ["a", "b"],
-        [],
-    )
+    assert _plan("vllm")[1][0] == "vllm.entrypoints.openai.api_server"
+    assert _plan("transformers")[1:] == (["transformers"], [])
+    assert _plan("sglang", ["a", "b"]) == ("sglang", ["a", "b"], [])
+    assert _plan(None) == (None, [], [])
+    assert _plan("external") == ("external", [], [])
     assert _probe_script.serving_plan([]) == (None, [], [])
+
+
+def test_the_probe_imports_every_engines_extension_modules_by_default() -> None:
+    argv = probe.probe_argv(["py"])
+    assert argv[argv.index("--modules") + 1].split(",") == list(engine_registry.extension_modules())
+    argv = probe.probe_argv(["py"], ["json"])
+    assert argv[argv.index("--modules") + 1] == "json"
 
 
 def test_mapped_libraries_reads_proc_maps() -> None:
@@ -221,7 +231,7 @@ def test_the_targets_column_judges_the_loaded_files() -> None:
 
 
 def test_vllm_serving_path_names_the_kernels_import_kernels_loads() -> None:
-    _, entry, model_load = _probe_script.serving_plan(["--engine", "vllm"])
+    _, entry, model_load = _plan("vllm")
     assert entry == ["vllm.entrypoints.openai.api_server", "vllm"]
     assert model_load[0] == "vllm.v1.engine.core"  # the engine-core process's module
     assert {"vllm._C", "vllm._moe_C", "vllm._C_stable_libtorch"} <= set(model_load)
