@@ -1,119 +1,370 @@
 #!/usr/bin/env python3
-"""The code measures issue 14 asks docs/architecture.md to report, for a source tree:
-module sizes, function lengths, `dict[str, Any]` annotations, import cycles between
-stackmatrix's modules (imports at module level; those inside functions are lazy by
-intent and left out).
+"""The code figures of a source tree (default: src/stackmatrix of this checkout).
 
-    python scripts/code-metrics.py [SRC]        (default: src/stackmatrix of this checkout)
+    python scripts/code-metrics.py [SRC] [--markdown | --json | --update-docs]
 
-Compare two commits with a worktree: `git worktree add /tmp/before REV` and run it on
-/tmp/before/src/stackmatrix.
+Figures: modules and their lines (the largest, those over 400 lines), functions (median
+length, those over 60 lines), `dict[str, Any]` annotations and uses of their alias
+`Obj`, import cycles between modules, and the files that spell each engine and backend
+name as a string literal. The import graph is built with `ast` from every import that
+runs, at module level or inside a function; imports under `if TYPE_CHECKING:` never
+run and are left out, and importing a submodule is not counted as importing its
+package's `__init__`. A cycle is a strongly connected group of more than one module.
+
+`--markdown` (the default) prints the block that docs/architecture.md holds between
+its `code-metrics` markers; `--update-docs` rewrites that block in place; `--json`
+prints the same figures as JSON. The output depends only on the files' contents.
+Compare two commits with `git worktree add /tmp/other REV` and the path
+/tmp/other/src/stackmatrix.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import json
 import statistics
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SRC = ROOT / "src" / "stackmatrix"
+DOCS = ROOT / "docs" / "architecture.md"
+BEGIN = "<!-- code-metrics:begin -->"
+END = "<!-- code-metrics:end -->"
+MODULE_LIMIT = 400  # lines
+FUNCTION_LIMIT = 60  # lines
+# the vocabularies whose names are counted, as named in spec_names.py
+VOCABULARIES = ("ENGINES", "BACKENDS")
 
 
-def module_name(root: Path, path: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+@dataclass
+class Module:
+    path: str  # relative to the source tree, e.g. "bench/client.py"
+    name: str  # dotted, e.g. "stackmatrix.bench.client"
+    tree: ast.Module
+    lines: int
+
+
+@dataclass
+class Figures:
+    modules: int = 0
+    lines: dict[str, int] = field(default_factory=dict)
+    functions: dict[str, int] = field(default_factory=dict)  # "path:qualname" -> lines
+    dict_str_any: int = 0
+    obj_alias: int = 0
+    cycles: list[list[str]] = field(default_factory=list)
+    names: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+
+def dotted(src: Path, path: Path) -> str:
+    parts = list(path.relative_to(src.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def top_level_imports(tree: ast.Module, name: str, known: set[str]) -> set[str]:
-    """stackmatrix modules imported at module level (not under `if TYPE_CHECKING`);
-    `from package import submodule` depends on the submodule, not the package's
-    __init__ (which every import of a submodule runs anyway)."""
-    found: set[str] = set()
-    package = name if name.count(".") == 0 else name.rsplit(".", 1)[0]
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("stackmatrix")}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{parent}.{base}" if base else parent
-            if base.startswith("stackmatrix"):
-                subs = {f"{base}.{a.name}" for a in node.names} & known
-                found |= subs if len(subs) == len(node.names) else {base, *subs}
+def read_modules(src: Path) -> list[Module]:
+    modules = []
+    for path in sorted(src.rglob("*.py")):
+        if "_compat_data" in path.parts:  # an installed package's data, not its code
+            continue
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(src).as_posix()
+        tree = ast.parse(text, filename=str(path))
+        modules.append(Module(rel, dotted(src, path), tree, text.count("\n")))
+    return modules
+
+
+# --- functions -------------------------------------------------------------------
+
+
+def function_lengths(module: Module) -> dict[str, int]:
+    """Every function and method, nested ones included, by `path:qualified.name`."""
+    found: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef) and child.end_lineno:
+                    found[f"{module.path}:{name}"] = child.end_lineno - child.lineno + 1
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(module.tree, "")
     return found
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected groups of more than one module (Tarjan)."""
+# --- loosely typed objects -------------------------------------------------------
+
+
+def is_dict_str_any(node: ast.AST) -> bool:
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+        return False
+    if node.value.id not in ("dict", "Dict") or not isinstance(node.slice, ast.Tuple):
+        return False
+    key, value = (*node.slice.elts, None)[:2]
+    return (
+        isinstance(key, ast.Name)
+        and key.id == "str"
+        and isinstance(value, ast.Name)
+        and value.id == "Any"
+    )
+
+
+def loose_objects(module: Module) -> tuple[int, int]:
+    """`dict[str, Any]` expressions, and uses (not the definition) of the alias `Obj`."""
+    dicts = sum(is_dict_str_any(node) for node in ast.walk(module.tree))
+    alias = sum(
+        isinstance(node, ast.Name) and node.id == "Obj" and isinstance(node.ctx, ast.Load)
+        for node in ast.walk(module.tree)
+    )
+    return dicts, alias
+
+
+# --- the import graph ------------------------------------------------------------
+
+
+def is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import that can run, at any depth; `if TYPE_CHECKING:` bodies left out."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        elif isinstance(child, ast.If) and is_type_checking(child):
+            for other in child.orelse:
+                yield from runtime_imports(ast.Module(body=[other], type_ignores=[]))
+        else:
+            yield from runtime_imports(child)
+
+
+def imported(module: Module, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
+    """The modules of the tree that one import statement loads."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names} & known
+    base = node.module or ""
+    if node.level:
+        parts = module.name.split(".")
+        if not module.path.endswith("__init__.py"):
+            parts = parts[:-1]  # a module's level 1 is its package
+        parts = parts[: len(parts) - (node.level - 1)]
+        base = ".".join([*parts, base] if base else parts)
+    found = set()
+    for alias in node.names:
+        sub = f"{base}.{alias.name}"
+        found.add(sub if sub in known else base)
+    return found & known
+
+
+def import_graph(modules: list[Module]) -> dict[str, set[str]]:
+    known = {m.name for m in modules}
+    graph: dict[str, set[str]] = {}
+    for module in modules:
+        targets: set[str] = set()
+        for node in runtime_imports(module.tree):
+            targets |= imported(module, node, known)
+        graph[module.name] = targets - {module.name}
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Groups of more than one module that reach each other (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next((w for w in edges if w not in index or w in on_stack), None)
+            if nxt is not None:
+                if nxt in index:
+                    low[node] = min(low[node], index[nxt])
+                else:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return sorted(groups)
 
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                out.append(sorted(group))
 
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
+# --- vocabulary names ------------------------------------------------------------
 
 
-def main(src: Path) -> int:
-    files = sorted(p for p in src.rglob("*.py") if "_compat_data" not in p.parts)
-    sizes: dict[str, int] = {}
-    lengths: list[int] = []
-    any_dicts = 0
-    graph: dict[str, set[str]] = {}
-    known = {module_name(src, path) for path in files}
-    for path in files:
-        text = path.read_text(encoding="utf-8")
-        name = module_name(src, path)
-        sizes[name] = text.count("\n")
-        any_dicts += text.count("dict[str, Any]")
-        tree = ast.parse(text)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno:
-                lengths.append(node.end_lineno - node.lineno + 1)
-        graph[name] = top_level_imports(tree, name, known)
-    graph = {k: {v for v in vs if v in known and v != k} for k, vs in graph.items()}
-    big = sorted(((n, s) for n, s in sizes.items() if s > 400), key=lambda x: -x[1])
-    p90 = statistics.quantiles(lengths, n=10)[-1]
-    print(f"{src}: {len(files)} modules, {sum(sizes.values())} lines")
-    print(f"  largest module: {max(sizes.values())} lines; over 400 lines: {len(big)}")
-    for name, size in big:
-        print(f"    {name}: {size}")
-    print(f"  functions: {len(lengths)}, length median {statistics.median(lengths):.0f}, "
-          f"p90 {p90:.0f} lines")  # fmt: skip
-    print(f"  `dict[str, Any]` annotations: {any_dicts}")
-    found = cycles(graph)
-    print(f"  import cycles (module level): {len(found)}")
-    for group in found:
-        print(f"    {' <-> '.join(group)}")
+def vocabularies(modules: list[Module]) -> dict[str, tuple[str, ...]]:
+    """ENGINES and BACKENDS as spec_names.py defines them."""
+    found: dict[str, tuple[str, ...]] = {}
+    for module in modules:
+        if module.path != "spec_names.py":
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.AnnAssign | ast.Assign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id in VOCABULARIES:
+                        found[target.id] = tuple(ast.literal_eval(node.value))
+    return found
+
+
+def spelled_in(modules: list[Module], names: tuple[str, ...]) -> dict[str, list[str]]:
+    """For each name, the files holding it as a whole string literal."""
+    where: dict[str, list[str]] = {name: [] for name in names}
+    for module in modules:
+        literals = {
+            node.value
+            for node in ast.walk(module.tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+        for name in names:
+            if name in literals:
+                where[name].append(module.path)
+    return where
+
+
+# --- the figures and their forms ---------------------------------------------------
+
+
+def measure(src: Path) -> Figures:
+    modules = read_modules(src)
+    figures = Figures(modules=len(modules))
+    for module in modules:
+        figures.lines[module.path] = module.lines
+        figures.functions.update(function_lengths(module))
+        dicts, alias = loose_objects(module)
+        figures.dict_str_any += dicts
+        figures.obj_alias += alias
+    by_name = {m.name: m.path for m in modules}
+    groups = strongly_connected(import_graph(modules))
+    figures.cycles = [sorted(by_name[name] for name in group) for group in groups]
+    for vocabulary, names in sorted(vocabularies(modules).items()):
+        figures.names[vocabulary.lower()] = spelled_in(modules, names)
+    return figures
+
+
+def over(sizes: dict[str, int], limit: int) -> list[tuple[str, int]]:
+    return sorted(((k, v) for k, v in sizes.items() if v > limit), key=lambda kv: (-kv[1], kv[0]))
+
+
+def as_json(figures: Figures) -> dict[str, Any]:
+    lengths = list(figures.functions.values())
+    largest = over(figures.lines, -1)[0]
+    return {
+        "schema_version": 1,
+        "modules": figures.modules,
+        "lines": sum(figures.lines.values()),
+        "largest_module": {"path": largest[0], "lines": largest[1]},
+        f"modules_over_{MODULE_LIMIT}": [
+            {"path": p, "lines": n} for p, n in over(figures.lines, MODULE_LIMIT)
+        ],
+        "functions": len(lengths),
+        "function_median_lines": statistics.median(lengths) if lengths else 0,
+        f"functions_over_{FUNCTION_LIMIT}": [
+            {"function": f, "lines": n} for f, n in over(figures.functions, FUNCTION_LIMIT)
+        ],
+        "dict_str_any": figures.dict_str_any,
+        "obj_alias_uses": figures.obj_alias,
+        "import_cycles": figures.cycles,
+        "names": figures.names,
+    }
+
+
+def as_markdown(figures: Figures) -> str:
+    data = as_json(figures)
+    big = [(b["path"], b["lines"]) for b in data[f"modules_over_{MODULE_LIMIT}"]]
+    long = [(f["function"], f["lines"]) for f in data[f"functions_over_{FUNCTION_LIMIT}"]]
+    largest = data["largest_module"]
+    rows = [
+        ("modules / lines", f"{data['modules']} / {data['lines']:,}"),
+        ("largest module", f"`{largest['path']}`, {largest['lines']} lines"),
+        (f"modules over {MODULE_LIMIT} lines", _listed(big)),
+        ("functions / median length", f"{data['functions']} / {data['function_median_lines']:g}"),
+        (f"functions over {FUNCTION_LIMIT} lines", _listed(long)),
+        ("`dict[str, Any]` / uses of `Obj`", f"{data['dict_str_any']} / {data['obj_alias_uses']}"),
+        ("import cycles (module and function level)", _cycles(data["import_cycles"])),
+    ]
+    for vocabulary, where in data["names"].items():
+        counts = ", ".join(f"{name} {len(files)}" for name, files in where.items())
+        rows.append((f"files spelling each {vocabulary[:-1]} name", counts))
+    table = ["| figure | value |", "|---|---|"]
+    table += [f"| {label} | {value} |" for label, value in rows]
+    return "\n".join(table) + "\n"
+
+
+def _listed(items: list[tuple[str, int]]) -> str:
+    if not items:
+        return "0"
+    return f"{len(items)}: " + ", ".join(f"`{name}` ({n})" for name, n in items)
+
+
+def _cycles(groups: list[list[str]]) -> str:
+    if not groups:
+        return "0"
+    return f"{len(groups)}: " + "; ".join(" <-> ".join(f"`{p}`" for p in g) for g in groups)
+
+
+def update_docs(block: str, docs: Path = DOCS) -> bool:
+    """Rewrites the block between the markers; True when the file changed."""
+    text = docs.read_text(encoding="utf-8")
+    head, begin, rest = text.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise SystemExit(f"{docs}: no {BEGIN} ... {END} block to update")
+    new = f"{head}{BEGIN}\n{block}{END}{tail}"
+    if new != text:
+        docs.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("src", nargs="?", type=Path, default=DEFAULT_SRC)
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--markdown", action="store_true", help="the docs block (default)")
+    form.add_argument("--json", action="store_true", help="the figures as JSON")
+    form.add_argument("--update-docs", action="store_true", help=f"rewrite {DOCS.name}'s block")
+    args = parser.parse_args(argv)
+    figures = measure(args.src.resolve())
+    if args.json:
+        print(json.dumps(as_json(figures), indent=2))
+    elif args.update_docs:
+        changed = update_docs(as_markdown(figures))
+        print(f"{DOCS.relative_to(ROOT)}: {'updated' if changed else 'already current'}")
+    else:
+        sys.stdout.write(as_markdown(figures))
     return 0
 
 
 if __name__ == "__main__":
-    default = Path(__file__).resolve().parents[1] / "src" / "stackmatrix"
-    raise SystemExit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else default))
+    raise SystemExit(main())

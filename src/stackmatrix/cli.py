@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from stackmatrix import __version__, _log, _signals, layout
 from stackmatrix._console import Console, write_step_summary
 from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
-from stackmatrix.spec_names import BACKENDS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
+from stackmatrix.spec_names import BACKENDS, EXECUTORS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
 
 if TYPE_CHECKING:
     import argparse
@@ -125,6 +125,14 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help="all phases" if name == "run" else f"the {name} phase")
         _run_args(sp)
         sp.set_defaults(func=cmd_run, phases=ALL_PHASES if name == "run" else (name,))
+        if name == "run":
+            sp.add_argument(
+                "--executor",
+                choices=EXECUTORS,
+                default=None,
+                help="where the launches run: this host, or Slurm jobs (default: the "
+                "spec's [executor] kind, else local)",
+            )
 
     r = sub.add_parser("report", help="render the report of a results directory")
     r.add_argument("results", type=Path)
@@ -142,7 +150,18 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_report)
 
     _optional_commands(sub)
+    _add_block(sub)
     return p
+
+
+def _add_block(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`_block`: what a Slurm job of `run --executor slurm` runs on its node (no help
+    text: it is not a command for people, and is not listed)."""
+    b = sub.add_parser("_block")
+    _run_args(b)
+    b.add_argument("--block", type=int, required=True)
+    b.add_argument("--order-seed", type=int, required=True)
+    b.set_defaults(func=cmd_block, phases=ALL_PHASES)
 
 
 def _run_args(sp: argparse.ArgumentParser) -> None:
@@ -316,7 +335,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
+    from stackmatrix.executor import get_executor
+    from stackmatrix.pipeline import RunOptions, default_work_dir
     from stackmatrix.spec import load_spec, parse_fail_on
     from stackmatrix.spec_model import warmup_advice
 
@@ -340,7 +360,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     for line in warmup_advice(spec.bench):
         console.info(line)
-    summary = run_pipeline(opts, console.progress)
+    executor = get_executor(getattr(args, "executor", None) or spec.executor.kind)
+    summary = executor(opts, console.progress)
     console.info(f"\nresults: {summary.run_dir}")
     for cell, phases in summary.statuses.items():
         console.info(f"  {cell:<20} " + "  ".join(f"{k}={v}" for k, v in phases.items()))
@@ -367,6 +388,12 @@ def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
     calibration = json.loads(matrix.read_text(encoding="utf-8")).get("calibration")
     for line in noise_note(calibration, spec.bench.launches, spec.report.min_effect, spec.baseline):
         console.info(line)
+
+
+def cmd_block(args: argparse.Namespace) -> int:
+    from stackmatrix.executor.block import block_main
+
+    return block_main(args, Console().progress)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

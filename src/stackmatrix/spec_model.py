@@ -9,6 +9,7 @@ from typing import Literal
 # the vocabularies live apart so the CLI's parser names them without these dataclasses
 from stackmatrix.spec_names import BACKENDS as BACKENDS
 from stackmatrix.spec_names import ENGINES as ENGINES
+from stackmatrix.spec_names import EXECUTORS as EXECUTORS
 from stackmatrix.spec_names import FAIL_ON as FAIL_ON
 from stackmatrix.spec_names import METRICS as METRICS
 from stackmatrix.spec_names import ORDERS as ORDERS
@@ -18,6 +19,7 @@ Backend = Literal["venv", "current", "docker"]
 EngineName = Literal["sglang", "vllm", "transformers", "external"]
 WorkloadKind = Literal["random", "file"]
 Order = Literal["balanced", "interleaved", "sequential", "random"]
+ExecutorKind = Literal["local", "slurm"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +124,24 @@ class ReportPolicy:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Executor:
+    """Where the launches run (`[executor]`; docs/executors.md): on this host, or as
+    Slurm jobs, one per block of launches (a cycle of the schedule) on one node."""
+
+    kind: ExecutorKind = "local"
+    partition: str | None = None
+    account: str | None = None
+    gpus: int = 0  # GPUs each job asks for (every cell of a block runs on them in turn)
+    cpus: int | None = None  # CPUs per job (None: the partition's default)
+    time_limit: str | None = None  # sbatch --time: "MM", "HH:MM:SS", "D-HH:MM"
+    constraint: str | None = None  # node features (sbatch --constraint)
+    nodelist: str | None = None  # these nodes only (sbatch --nodelist)
+    container_image: str | None = None  # pyxis/enroot: srun --container-image
+    container_mounts: tuple[str, ...] = ()  # pyxis: srun --container-mounts
+    poll_s: float = 5.0  # how often the submitting host asks Slurm about its jobs
+
+
+@dataclass(frozen=True, kw_only=True)
 class Spec:
     name: str
     path: str  # where it was read from
@@ -134,6 +154,7 @@ class Spec:
     report: ReportPolicy = field(default_factory=ReportPolicy)
     order: Order = "balanced"
     order_seed: int | None = None  # None: drawn at the first bench and recorded
+    executor: Executor = field(default_factory=Executor)
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:

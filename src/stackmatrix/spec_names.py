@@ -10,6 +10,7 @@ from __future__ import annotations
 BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
 ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
 ORDERS: tuple[str, ...] = ("balanced", "interleaved", "sequential", "random")
+EXECUTORS: tuple[str, ...] = ("local", "slurm")  # where launches run: this host, Slurm jobs
 FAIL_ON: tuple[str, ...] = ("incompatible", "regression", "failed")  # --fail-on, report.fail_on
 PIPELINE_PHASES: tuple[str, ...] = ("build", "check", "bench", "report")  # in their order
 METRICS: tuple[str, ...] = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from typing import Any
 
 from stackmatrix import _proc
@@ -53,6 +54,9 @@ def collect() -> dict[str, Any]:
         load = None
     return {
         "time": now_iso(),
+        # where the launch ran: under the Slurm executor a cycle is a node (its block)
+        "host": socket.gethostname(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "loadavg": load,
         "cpu_count": os.cpu_count(),
         "gpus": _query("--query-gpu=" + ",".join(GPU_FIELDS), GPU_FIELDS),

@@ -23,6 +23,7 @@ from stackmatrix.spec._values import (
 )
 from stackmatrix.spec.bench import parse_bench
 from stackmatrix.spec.cells import CELL_KEYS, MAX_CELLS, CellIds, axis_cells, explicit_cells
+from stackmatrix.spec.executor import parse_executor
 from stackmatrix.spec.report import parse_report
 from stackmatrix.spec_model import ORDERS, Cell, Spec
 
@@ -30,7 +31,7 @@ _TARGET_RE = re.compile(r"^sm_\d{2,3}[af]?$")
 
 TOP_KEYS = (
     "name", "description", "baseline", "targets", "driver", "order", "order_seed",
-    "defaults", "cell", "axes", "include", "exclude", "bench", "report",
+    "defaults", "cell", "axes", "include", "exclude", "bench", "report", "executor",
 )  # fmt: skip
 
 # Resource bounds (issue 16, defect 10): a spec is read whole and expanded whole, and
@@ -96,6 +97,7 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
     )
     bench = parse_bench(raw, problems)
     report = parse_report(raw, problems)
+    executor = parse_executor(raw, problems)
     order = get_choice(raw, "order", "", ORDERS, problems)
     order_seed = get_int(raw, "order_seed", "", problems, minimum=0)
     if problems:
@@ -112,6 +114,7 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
         report=report,
         order=cast(Any, order or "balanced"),
         order_seed=order_seed,
+        executor=executor,
     )
 
 

@@ -1,0 +1,155 @@
+"""Slurm's commands, as argv lists through the one process runner: submit (sbatch),
+ask (squeue, then scontrol or sacct for a job squeue no longer lists), cancel
+(scancel by job id, never by name). Their failures become typed errors or states."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from stackmatrix import _proc
+from stackmatrix.errors import ToolMissingError
+
+TIMEOUT_S = 60.0
+# the states after which a job never runs again (a REQUEUED job runs again)
+TERMINAL = frozenset({
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
+    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED", "UNKNOWN",
+})  # fmt: skip
+GONE = "UNKNOWN"  # neither slurmctld nor accounting knows the job any more
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobState:
+    job_id: str
+    state: str  # Slurm's JobState: PENDING, RUNNING, COMPLETED, CANCELLED, ...
+    reason: str = ""  # Slurm's reason (Resources, Dependency, NonZeroExitCode, ...)
+    node: str = ""
+    exit_code: str = ""  # "rc:signal", when Slurm says
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "COMPLETED"
+
+
+class SubmitFailed(Exception):
+    """sbatch refused the job; the message is sbatch's own."""
+
+
+def require(tool: str = "sbatch") -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise ToolMissingError(
+            f"--executor slurm needs Slurm's {tool!r}, which is not on PATH; install the "
+            "Slurm client (Debian: slurm-client) on this host, or run with --executor local"
+        )
+    return path
+
+
+def submit(argv: Sequence[str]) -> str:
+    """sbatch --parsable: the job id (`ID` or `ID;cluster`)."""
+    result = _proc.run(argv, timeout=TIMEOUT_S)
+    text = result.output.strip()
+    if not result.ok:
+        raise SubmitFailed(_last_line(text) or f"sbatch exited with {result.returncode}")
+    job_id = text.splitlines()[-1].split(";")[0].strip() if text else ""
+    if not job_id.isdigit():
+        raise SubmitFailed(f"sbatch printed no job id: {text[-300:]!r}")
+    return job_id
+
+
+def states(job_ids: Iterable[str]) -> dict[str, JobState]:
+    """Each job's state now; a job no query knows is GONE; none when squeue fails."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    found = _squeue(ids)
+    if found is None:  # slurmctld did not answer: no news, ask again later
+        return {}
+    for job_id in ids:
+        state = found.get(job_id)
+        if state is None or (state.terminal and not state.exit_code):
+            found[job_id] = _ended(job_id, state)
+    return found
+
+
+def _squeue(ids: Sequence[str]) -> dict[str, JobState] | None:
+    argv = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}"]
+    result = _proc.run([*argv, "--format=%i|%T|%r|%N"], timeout=TIMEOUT_S)
+    if not result.ok:
+        # one id that slurmctld forgot is an error of squeue's; anything else is no answer
+        return {} if "Invalid job id" in result.output else None
+    out: dict[str, JobState] = {}
+    for line in result.output.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[0] in ids:
+            out[parts[0]] = JobState(job_id=parts[0], state=_base(parts[1]),
+                                     reason=_none(parts[2]), node=parts[3])  # fmt: skip
+    return out
+
+
+def _ended(job_id: str, seen: JobState | None) -> JobState:
+    """An ended job's exit code and reason: scontrol while slurmctld keeps it
+    (MinJobAge), else accounting (sacct, where slurmdbd runs)."""
+    return _scontrol(job_id) or _sacct(job_id) or seen or JobState(
+        job_id=job_id, state=GONE,
+        reason="slurmctld no longer knows the job and accounting has no record of it",
+    )  # fmt: skip
+
+
+_FIELD = re.compile(r"(?:^|\s)(JobState|Reason|ExitCode|NodeList)=(\S*)")
+
+
+def _scontrol(job_id: str) -> JobState | None:
+    result = _proc.run(["scontrol", "--oneliner", "show", "job", job_id], timeout=TIMEOUT_S)
+    if not result.ok:
+        return None
+    fields = dict(_FIELD.findall(result.output))
+    if "JobState" not in fields:
+        return None
+    return JobState(job_id=job_id, state=_base(fields["JobState"]),
+                    reason=_none(fields.get("Reason", "")), node=_none(fields.get("NodeList", "")),
+                    exit_code=fields.get("ExitCode", ""))  # fmt: skip
+
+
+def _sacct(job_id: str) -> JobState | None:
+    if shutil.which("sacct") is None:
+        return None
+    fields = "JobID,State,Reason,NodeList,ExitCode"
+    argv = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job_id}"]
+    result = _proc.run([*argv, f"--format={fields}"], timeout=TIMEOUT_S)
+    for line in result.output.splitlines() if result.ok else []:
+        parts = line.split("|")
+        if len(parts) == 5 and parts[0] == job_id:
+            return JobState(job_id=job_id, state=_base(parts[1]), reason=_none(parts[2]),
+                            node=_none(parts[3]), exit_code=parts[4])  # fmt: skip
+    return None
+
+
+def cancel(job_ids: Iterable[str]) -> list[str]:
+    """scancel exactly these job ids; what scancel said when it failed."""
+    ids = [j for j in job_ids if j.isdigit()]
+    if not ids:
+        return []
+    result = _proc.run(["scancel", *ids], timeout=TIMEOUT_S)
+    return [] if result.ok else [_last_line(result.output) or f"scancel exited {result.returncode}"]
+
+
+def _base(state: str) -> str:
+    """`CANCELLED by 0` and `CANCELLED+` are CANCELLED."""
+    return state.split()[0].rstrip("+") if state.strip() else GONE
+
+
+def _none(value: str) -> str:
+    return "" if value in ("None", "(null)", "") else value
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
