@@ -46,7 +46,7 @@ def cell(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def cuda_images(session: nox.Session) -> None:
-    """Issue 18's heavy run, never part of `tests`: the local CUDA bases (Debian + PyPI's
+    """The CUDA images' heavy run, never part of `tests`: the local CUDA bases (Debian + PyPI's
     CUDA wheels), then matrix/cuda-images.toml as docker images, built and checked.
     Costs (~10 GB per image, minutes per build): reports/examples/cuda-images/README.md.
     `nox -s cuda_images -- --cell cu128 --output DIR` passes arguments to `stackmatrix run`."""

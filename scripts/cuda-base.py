@@ -1,4 +1,4 @@
-"""Build the local CUDA base images (issue 18): Debian bookworm + CUDA wheels from PyPI.
+"""Build the local CUDA base images: Debian bookworm + CUDA wheels from PyPI.
 
 usage: python scripts/cuda-base.py [12.8] [13.0] [--ca-bundle PEM] [--force]
 

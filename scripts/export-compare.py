@@ -1,4 +1,4 @@
-"""Disk and time of an image's export, the old way against the streamed one (issue 18).
+"""Disk and time of an image's export, the old way against the streamed one.
 
 usage: python scripts/export-compare.py IMAGE WORK_DIR
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves the README's two commands work on a fresh checkout with empty caches (issue 12):
+# Proves the README's two commands work on a fresh checkout with empty caches:
 # clones HEAD into a temporary directory, points HOME at an empty one (so ~/.cache,
 # ~/.config, uv's and pip's caches and stackmatrix's work directory all start empty),
 # then runs exactly the two commands of the README's "Set-up and the two commands"

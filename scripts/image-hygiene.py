@@ -1,4 +1,4 @@
-"""Measure a built image's hygiene (issue 18): size, layers, secrets, uv's cache.
+"""Measure a built image's hygiene: size, layers, secrets, uv's cache.
 
 usage: python scripts/image-hygiene.py IMAGE [IMAGE...] [--secret S]... [--out FILE.json]
 

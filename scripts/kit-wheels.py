@@ -5,7 +5,7 @@
 
 An offline kit (../shared/gpu-kit) arrives as an unpacked site directory with some
 large files removed (FA3's flash_ops, the sm100 build). An air-gapped host's cells are
-venvs that install their pins from a local wheel directory (issue 13), so this makes
+venvs that install their pins from a local wheel directory, so this makes
 that directory there: one wheel per `*.dist-info`, holding the files its RECORD lists
 that still exist (a removed file stays removed), with a fresh RECORD. Files outside
 the directory (console scripts) and byte-code are left out. Stored, not compressed:

@@ -12,7 +12,7 @@ from typing import Any
 def write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Created with mode 0666 less the umask, as the logs beside it are: mkstemp's 0600
-    # made results unreadable to the group that reads the logs (issue 16, item 17).
+    # made results unreadable to the group that reads the logs.
     tmp = str(path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     try:

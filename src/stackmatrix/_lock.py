@@ -1,7 +1,7 @@
 """One writer per results directory: an flock, the mechanism the environment builds use.
 
-Two runs with the same --output at once lost half their measurements (issue 16,
-defect 5). The kernel drops an flock when its holder exits, however it exits
+Two runs with the same --output at once lost half their measurements. The kernel drops an
+flock when its holder exits, however it exits
 (SIGKILL included), so a lock is never left behind.
 """
 

@@ -1,8 +1,8 @@
 """Logging that imports the `logging` package on its first message, not at start-up.
 
 `stackmatrix inspect` logs nothing in the usual case, and importing `logging` (with
-traceback, tokenize and string behind it) was a tenth of that command's whole process
-(issue 17, item 3). The modules on its path log through `Logger`; the command line says
+traceback, tokenize and string behind it) was a tenth of that command's whole process. The
+modules on its path log through `Logger`; the command line says
 once how verbose to be (`configure`), and the first message sets logging up that way.
 """
 

@@ -2,7 +2,7 @@
 
 Pieces downloaded from CI and results directories on a shared disk are untrusted
 input: a `server-L1.log` that links to /dev/zero, or to a file outside, must not be
-read, copied or written through (issue 16, defects 2 and 6). Every open here uses
+read, copied or written through. Every open here uses
 O_NOFOLLOW and checks that it got a regular file; directories are walked without
 following links, so a link loop is never entered.
 """

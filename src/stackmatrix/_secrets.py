@@ -4,7 +4,7 @@ A name is secret when one of its `_`/`-`/`.`-separated words is a credential wor
 (`AWS_SECRET_ACCESS_KEY`, `api-key`) or it ends in `token`, `auth` or `key` (`hf_token`),
 not when it merely contains one: `tokenizer_path`, `max_total_tokens`,
 `tbo_token_distribution_threshold` or `enable_forward_pass_metrics` are configuration
-that a comparison between cells must show (issue 13); and only a string value is
+that a comparison between cells must show; and only a string value is
 hidden, never a number, a boolean or a list. A value is secret when it has the
 shape of a well-known credential (a Hugging Face, OpenAI, GitHub or AWS key, a
 bearer header), whatever its name.

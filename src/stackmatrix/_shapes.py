@@ -2,7 +2,7 @@
 
 Readers use `.get` and trust the types they find; a run.json whose `cells` is a
 number, or a bench.json whose `launches` is one (a corrupt or hand-edited file),
-used to end the report with a traceback (issue 16, defect 12). Keys may be missing
+used to end the report with a traceback. Keys may be missing
 or null; what is there must fit (a list holds no nulls).
 """
 

@@ -1,4 +1,4 @@
-"""SIGTERM and SIGHUP end a command the way Ctrl-C does (issue 16, defect 8).
+"""SIGTERM and SIGHUP end a command the way Ctrl-C does.
 
 `kill PID`, a CI runner's cancel or a closed terminal used to end the process at once:
 no `finally` ran, so servers it had started lived on and temporary directories stayed.

@@ -8,18 +8,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackmatrix import __version__, _log, _signals, layout
-from stackmatrix._console import Console, write_step_summary
-from stackmatrix.errors import NothingJudged, PolicyFailure, StackmatrixError, UsageError
+from stackmatrix import __version__, _log, _signals
+from stackmatrix.errors import NothingJudged, StackmatrixError, UsageError
 from stackmatrix.spec_names import BACKENDS, EXECUTORS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
 
 if TYPE_CHECKING:
     import argparse
 
-    from stackmatrix.spec_model import Spec
 
 # Each command imports what it needs when it runs: `inspect` and `--help` do not pay for
-# the pipeline, the spec parser or the report (issue 17, item 3: start-up time).
+# the pipeline, the spec parser or the report.
 ALL_PHASES = PIPELINE_PHASES
 
 
@@ -49,7 +47,7 @@ def _command_word(argv: Sequence[str]) -> str | None:
 
 def _plain_inspect(argv: Sequence[str]) -> _Args | None:
     """`[-v] inspect PATH [--target sm_XY]... [--json]` read without argparse, whose import
-    and parser were a sixth of inspect's whole process (issue 17, item 3). Any other form
+    and parser were a sixth of inspect's whole process. Any other form
     (help, an abbreviation, `--`, a mistake) is None: argparse reads it and says what is
     wrong. tests/unit/test_cli_inspect.py holds the two readings equal."""
     words = list(argv)
@@ -91,19 +89,21 @@ class _Args:
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
     import argparse
 
+    from stackmatrix import _commands
+
     p = argparse.ArgumentParser(prog="stackmatrix", description=__doc__)
     p.add_argument("--version", action="version", version=f"stackmatrix {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     if command == "inspect":
-        # its sub-parser alone: the other thirteen were a tenth of inspect's run
-        # (issue 17, item 3); its usage, help and errors name only the main parser
+        # its sub-parser alone: the other thirteen were a tenth of inspect's run;
+        # its usage, help and errors name only the main parser
         _add_inspect(sub)
         return p
 
     v = sub.add_parser("validate", help="check a matrix spec and report every problem")
     v.add_argument("spec", type=Path)
-    v.set_defaults(func=cmd_validate)
+    v.set_defaults(func=_commands.cmd_validate)
 
     pl = sub.add_parser("plan", help="show the cells a spec expands to")
     pl.add_argument("spec", type=Path)
@@ -119,12 +119,12 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         default="ubuntu-latest",
         help="runner label for cells without runs_on (default: %(default)s)",
     )
-    pl.set_defaults(func=cmd_plan)
+    pl.set_defaults(func=_commands.cmd_plan)
 
     for name in ("run", *ALL_PHASES[:-1]):
         sp = sub.add_parser(name, help="all phases" if name == "run" else f"the {name} phase")
         _run_args(sp)
-        sp.set_defaults(func=cmd_run, phases=ALL_PHASES if name == "run" else (name,))
+        sp.set_defaults(func=_commands.cmd_run, phases=ALL_PHASES if name == "run" else (name,))
         if name == "run":
             sp.add_argument(
                 "--executor",
@@ -147,7 +147,7 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     r.add_argument(
         "--output", type=Path, default=None, help="write the report here (default: RESULTS)"
     )
-    r.set_defaults(func=cmd_report)
+    r.set_defaults(func=_commands.cmd_report)
 
     _optional_commands(sub)
     _add_block(sub)
@@ -155,13 +155,15 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_block(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from stackmatrix import _commands
+
     """`_block`: what a Slurm job of `run --executor slurm` runs on its node (no help
     text: it is not a command for people, and is not listed)."""
     b = sub.add_parser("_block")
     _run_args(b)
     b.add_argument("--block", type=int, required=True)
     b.add_argument("--order-seed", type=int, required=True)
-    b.set_defaults(func=cmd_block, phases=ALL_PHASES)
+    b.set_defaults(func=_commands.cmd_block, phases=ALL_PHASES)
 
 
 def _run_args(sp: argparse.ArgumentParser) -> None:
@@ -233,21 +235,23 @@ def _work_dir(text: str) -> Path:
 
 
 def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from stackmatrix import _commands
+
     """Commands whose implementation lives in the compat/bench/report packages."""
     _add_inspect(sub)
 
     pr = sub.add_parser("probe", help="runtime facts of this interpreter (torch, CUDA, GPUs)")
     pr.add_argument("rest", nargs="...")
-    pr.set_defaults(func=cmd_probe)
+    pr.set_defaults(func=_commands.cmd_probe)
 
     tm = sub.add_parser("tiny-model", help="write a tiny random Llama + tokenizer (tests, CPU)")
     tm.add_argument("rest", nargs="...")
-    tm.set_defaults(func=cmd_tiny_model)
+    tm.set_defaults(func=_commands.cmd_tiny_model)
 
     cal = sub.add_parser("calibrate", help="A/A noise calibration of one cell")
     _run_args(cal)
     cal.add_argument("--launches", type=int, default=5)
-    cal.set_defaults(func=cmd_calibrate)
+    cal.set_defaults(func=_commands.cmd_calibrate)
 
     ex = sub.add_parser("explain", help="measure which difference causes a cell's verdict")
     ex.add_argument("results", type=Path, help="a results directory with a report")
@@ -264,14 +268,14 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     ex.add_argument("--plan", action="store_true", help=plan_help)
     rejudge_help = "judge the rounds kept under RUN/explain/ again; measure nothing"
     ex.add_argument("--rejudge", action="store_true", help=rejudge_help)
-    ex.set_defaults(func=cmd_explain)
+    ex.set_defaults(func=_commands.cmd_explain)
 
     mg = sub.add_parser("merge", help="merge per-cell results directories into one report")
     mg.add_argument("pieces", type=Path, nargs="+")
     mg.add_argument("--output", type=Path, required=True)
     mg.add_argument("--history", type=Path, default=None, help="SQLite history file")
     mg.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
-    mg.set_defaults(func=cmd_merge)
+    mg.set_defaults(func=_commands.cmd_merge)
 
 
 def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -283,142 +287,6 @@ def _add_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 # ---------------------------------------------------------------- commands
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    from stackmatrix.spec import load_spec
-
-    spec = load_spec(args.spec)
-    print(f"{args.spec}: valid; {len(spec.cells)} cell(s), baseline {spec.baseline}")
-    return 0
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    from stackmatrix.plan import describe_difference, github_matrix, make_plan
-    from stackmatrix.spec import load_spec
-    from stackmatrix.spec_model import warmup_advice
-
-    spec = load_spec(args.spec)
-    if args.github_matrix:
-        print(json.dumps(github_matrix(spec, args.default_runner)))
-        return 0
-    plan = make_plan(spec)
-    if args.json:
-        data = {
-            "schema_version": 1,
-            "spec": spec.name,
-            "baseline": spec.baseline,
-            "targets": list(spec.targets),
-            "cells": [pc.to_dict() for pc in plan],
-        }
-        print(json.dumps(data, indent=2))
-        return 0
-    print(
-        f"{spec.name}: {len(plan)} cell(s), baseline {spec.baseline}, "
-        f"targets {', '.join(spec.targets) or '-'}"
-    )
-    for line in warmup_advice(spec.bench):
-        print(line)
-    rows = [("cell", "backend", "hash", "differs from baseline")]
-    for pc in plan:
-        diff = (
-            "(baseline)"
-            if pc.is_baseline
-            else "; ".join(describe_difference(k, *v) for k, v in pc.differs.items())
-            or "(same as baseline)"
-        )
-        rows.append((pc.cell.id, pc.cell.backend, pc.short_hash, diff))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for r in rows:
-        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}")
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from stackmatrix.executor import get_executor
-    from stackmatrix.pipeline import RunOptions, default_work_dir
-    from stackmatrix.spec import load_spec, parse_fail_on
-    from stackmatrix.spec_model import warmup_advice
-
-    spec = load_spec(args.spec)
-    console = Console()
-    opts = RunOptions(
-        spec=spec,
-        phases=tuple(args.phases),
-        cells=tuple(args.cell),
-        output=args.output,
-        reports_dir=args.reports_dir,
-        history=args.history,
-        work_dir=args.work_dir or default_work_dir(),
-        jobs=args.jobs,
-        resume=args.resume or args.output is not None,
-        force=args.force,
-        backend=args.backend,
-        order=args.order,
-        fail_on=parse_fail_on([args.fail_on]),
-        argv=tuple(sys.argv),
-    )
-    for line in warmup_advice(spec.bench):
-        console.info(line)
-    executor = get_executor(getattr(args, "executor", None) or spec.executor.kind)
-    summary = executor(opts, console.progress)
-    console.info(f"\nresults: {summary.run_dir}")
-    for cell, phases in summary.statuses.items():
-        console.info(f"  {cell:<20} " + "  ".join(f"{k}={v}" for k, v in phases.items()))
-    _print_noise(console, summary.run_dir, spec)
-    if spec.report.explain and "report" in opts.phases:
-        from stackmatrix.explain.command import explain_after_run
-
-        explain_after_run(summary.run_dir, work_dir=opts.work_dir, jobs=opts.jobs,
-                          rounds=spec.report.explain_rounds, progress=console.progress)  # fmt: skip
-    md = summary.run_dir / layout.REPORT_MD
-    if md.exists():
-        write_step_summary(md.read_text(encoding="utf-8"))
-    if summary.policy_failures:
-        raise PolicyFailure("--fail-on matched: " + "; ".join(summary.policy_failures))
-    return 0
-
-
-def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
-    from stackmatrix.calibrate import noise_note
-
-    matrix = run_dir / layout.REPORT_JSON
-    if spec.bench is None or not matrix.exists():
-        return
-    calibration = json.loads(matrix.read_text(encoding="utf-8")).get("calibration")
-    for line in noise_note(calibration, spec.bench.launches, spec.report.min_effect, spec.baseline):
-        console.info(line)
-
-
-def cmd_block(args: argparse.Namespace) -> int:
-    from stackmatrix.executor.block import block_main
-
-    return block_main(args, Console().progress)
-
-
-def cmd_explain(args: argparse.Namespace) -> int:
-    from stackmatrix.explain.command import explain_main
-
-    return explain_main(args, Console().progress)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from stackmatrix.report import build_report
-    from stackmatrix.spec import parse_fail_on
-
-    outcome = build_report(
-        args.results,
-        fail_on=parse_fail_on([args.fail_on]),
-        history_db=args.history,
-        headline=args.headline,
-        out_dir=args.output,
-    )
-    for path in (outcome.markdown, outcome.html, outcome.json, outcome.junit):
-        print(path)
-    write_step_summary(outcome.summary_markdown)
-    if outcome.policy_failures:
-        raise PolicyFailure("--fail-on matched: " + "; ".join(outcome.policy_failures))
-    return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -456,27 +324,3 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             f"nothing judged in {args.path}" + (": " + "; ".join(reasons) if reasons else "")
         )
     return 0
-
-
-def cmd_probe(args: argparse.Namespace) -> int:
-    from stackmatrix.check.probe import probe_main
-
-    return probe_main(list(args.rest))
-
-
-def cmd_tiny_model(args: argparse.Namespace) -> int:
-    from stackmatrix.bench.tinymodel import tiny_model_main
-
-    return tiny_model_main(list(args.rest))
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from stackmatrix.calibrate import calibrate_main
-
-    return calibrate_main(args)
-
-
-def cmd_merge(args: argparse.Namespace) -> int:
-    from stackmatrix.merge import merge_main
-
-    return merge_main(args)

@@ -1,5 +1,5 @@
 """The results directory's layout: every file name stackmatrix writes there, defined
-once (issue 14, step 1). Writers and readers use these; docs/architecture.md shows the
+once. Writers and readers use these; docs/architecture.md shows the
 tree.
 
     RUN/run.json  plan.json  spec.toml  workload.json  workload.jsonl

@@ -143,7 +143,7 @@ def merge(paths: Sequence[Path], output: Path) -> RunDir:
 
 def check_output(output: Path, pieces: Sequence[Path]) -> None:
     """Merging into existing results would replace their run.json and spec.toml and mix
-    their cells with the pieces' (issue 16, defect 4)."""
+    their cells with the pieces'."""
     target = output.resolve()
     for piece in pieces:
         here = piece.resolve()
@@ -241,7 +241,7 @@ def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:
 
 def _planned_cells(run_path: Path) -> list[str]:
     """The plan's cell ids; each must be one plain directory name, or merge would write
-    outside --output (issue 16, defect 6)."""
+    outside --output."""
     path = run_path / layout.PLAN_JSON
     plan = _nofollow.read_json(path)
     cells = plan.get("cells") if isinstance(plan, dict) else None

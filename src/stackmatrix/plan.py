@@ -127,8 +127,8 @@ def make_plan(spec: Spec) -> list[PlannedCell]:
 
 def public(field: str, value: Any) -> Any:
     """What plan.json, `plan` and the reports show of a field: the values of secret
-    env names and server args hidden, credential-shaped strings anywhere hidden
-    (issue 16, defect 9). The environments themselves get the real values."""
+    env names and server args hidden, credential-shaped strings anywhere hidden. The
+    environments themselves get the real values."""
     if field == "server_args" and isinstance(value, list):
         return redact_argv([str(v) for v in value])
     return redact(value)

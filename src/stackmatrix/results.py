@@ -139,7 +139,7 @@ class CellDir:
         path = self.result_path(phase)
         if not os.path.lexists(path):
             return None
-        raw = _nofollow.read_json(path)  # never through a link (issue 16)
+        raw = _nofollow.read_json(path)  # never through a link
         try:
             return PhaseResult.from_dict(raw)
         except ResultsError as exc:

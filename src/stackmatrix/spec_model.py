@@ -40,7 +40,7 @@ class Cell:
     gpus: int = 0  # GPUs this cell needs (0: CPU-only)
     ca_certs: tuple[str, ...] = ()  # extra CA bundles (paths) for builds behind a TLS proxy
     # venv backend, for an air-gapped host whose image has the stack preinstalled
-    # (issue 13): `inherit` names an interpreter ("current": the one running
+    #: `inherit` names an interpreter ("current": the one running
     # stackmatrix) whose packages the venv sees behind its own; `offline` installs
     # only from find_links; `no_deps` installs exactly the pins without resolving
     # their requirements (the check reports requirements nothing installed satisfies).
@@ -100,7 +100,7 @@ class Bench:
     tokenizer: str | None = None
     workload: Workload = field(default_factory=Workload)
     points: tuple[LoadPoint, ...] = ()
-    # worker processes of the client (docs/bench.md; issue 17): 1 runs it in-process
+    # worker processes of the client (docs/bench.md): 1 runs it in-process
     client_workers: int | Literal["auto"] = 1
     # warm-up batches before the headline's first round of each launch until the server
     # is steady (bench/_steady.py): a fixed count of warm-up requests is no proof of a

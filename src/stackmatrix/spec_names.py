@@ -2,7 +2,7 @@
 
 Apart from spec_model (re-exported there) so the CLI's parser can offer them as
 choices without building the spec's dataclasses: `stackmatrix inspect` starts
-faster (issue 17, item 3).
+faster.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ request_timeout_s = 60
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # the environments and the tiny model are built in this run's own folder, never
-    # taken from an earlier run's (issue 12); uv's cache keeps the rebuild quick
+    # taken from an earlier run's; uv's cache keeps the rebuild quick
     env = {**os.environ, "STACKMATRIX_WORK_DIR": str(cwd / "work"), "CI": "true"}
     proc = subprocess.run(
         [sys.executable, "-m", "stackmatrix", *args],

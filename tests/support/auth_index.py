@@ -1,5 +1,5 @@
 """A local package index behind HTTP basic auth, with one wheel (credpkg 1.0): a build
-that installs from it proves uv had the credentials (tests of issue 16, defect 9)."""
+that installs from it proves uv had the credentials."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Run as a script (`python ctrl_c.py LOG ARGV...`), this is a stackmatrix process 
 streams ARGV into LOG from a worker thread, as the build phase does, under the CLI's
 SIGINT handler. `ctrl_c_during_stream` starts it, waits until the child has started,
 and sends SIGINT to that process alone: the child runs in its own session, so only
-stackmatrix can stop it (issue 14: a docker build used to run on to its end).
+stackmatrix can stop it.
 """
 
 from __future__ import annotations

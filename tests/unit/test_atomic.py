@@ -1,4 +1,4 @@
-"""Atomic writes (issue 16, item 17: results JSON files were 0600 while logs were 0644)."""
+"""Atomic writes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The backend interface and its registry (issue 14, step 3): every backend a spec may
+"""The backend interface and its registry: every backend a spec may
 name is registered, host backends run things as they are, and no module outside
 src/stackmatrix/build/ decides by a backend's name."""
 

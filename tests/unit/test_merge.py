@@ -1,5 +1,5 @@
 """merge on hand-built pieces: what it copies, what it refuses, and that it never
-follows a link or writes outside --output (issue 14; issue 16, defects 2, 4, 6)."""
+follows a link or writes outside --output."""
 
 import json
 import os

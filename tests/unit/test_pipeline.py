@@ -1,5 +1,5 @@
 """Which results directory a run writes into, and that it writes there alone and only
-inside it (issue 16, defects 3, 5, 6). Every refusal here comes before any build."""
+inside it. Every refusal here comes before any build."""
 
 import json
 import os
@@ -199,8 +199,7 @@ def test_secret_env_values_stay_out_of_results_and_reports(tmp_path, capsys):
 
 def test_history_goes_where_the_results_do(tmp_path, monkeypatch, capsys):
     """A file named `reports` in the CWD stopped `run --output X` at the report step,
-    after all the work; history went to $CWD/reports whatever --output said (issue 16,
-    defect 14)."""
+    after all the work; history went to $CWD/reports whatever --output said."""
     monkeypatch.chdir(tmp_path)
     Path("reports").write_text("not a directory")
     spec, work = spec_file(tmp_path, "adv"), ["--work-dir", str(tmp_path / "work")]

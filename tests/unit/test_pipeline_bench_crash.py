@@ -1,5 +1,5 @@
 """A crash of the bench phase's own set-up (not of one cell's launch) becomes every
-unfinished cell's status, as build's and check's do (issue 14, item 2)."""
+unfinished cell's status, as build's and check's do."""
 
 from __future__ import annotations
 

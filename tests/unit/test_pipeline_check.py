@@ -1,4 +1,4 @@
-"""The check phase across cells (issue 17): in parallel like builds, bounded by --jobs,
+"""The check phase across cells: in parallel like builds, bounded by --jobs,
 with the same results as one cell after the other, and Ctrl-C still stops it at once."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The per-cell phase runner and run.json, fast and without a build (issue 14, step 5:
-the pipeline's resume and skip logic had only the 16-minute suite)."""
+"""The per-cell phase runner and run.json, fast and without a build."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def sleeper_pidfile(tmp_path: Path) -> Iterator[Path]:
 def test_ctrl_c_stops_a_streamed_child_within_seconds(
     tmp_path: Path, sleeper_pidfile: Path
 ) -> None:
-    # issue 14: a build streamed from a worker thread ran on to its end after Ctrl-C
+    # a build streamed from a worker thread ran on to its end after Ctrl-C
     log = tmp_path / "build.log"
 
     stopped = ctrl_c_during_stream(

@@ -1,5 +1,5 @@
 """The typed records read every bench.json and run.json stackmatrix wrote, old or new,
-and give back what they read (issue 14, step 1)."""
+and give back what they read."""
 
 from __future__ import annotations
 

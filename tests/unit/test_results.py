@@ -71,7 +71,7 @@ def test_worst_severity() -> None:
 
 
 def test_an_unreadable_phase_result_names_its_file(tmp_path: Path) -> None:
-    # issue 16, defect 15: a bench.json of another schema version, met on resume
+    # a bench.json of another schema version, met on resume
     cell = RunDir(tmp_path).cell("a")
     path = cell.result_path("bench")
     _atomic.write_json(path, {"schema_version": 2, "phase": "bench"})

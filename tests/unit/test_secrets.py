@@ -57,7 +57,7 @@ def test_redact_argv_keeps_flags() -> None:
 
 
 def test_tokenizer_settings_are_configuration_not_secrets() -> None:
-    # Real resolved server args of sglang 0.5.14 (issue 13): a tokenizer change between
+    # Real resolved server args of sglang 0.5.14: a tokenizer change between
     # cells must stay visible, while credentials stay hidden.
     kept = [
         "tokenizer_path", "tokenizer_mode", "tokenizer_worker_num", "skip_tokenizer_init",

@@ -1,5 +1,5 @@
 """SIGTERM and SIGHUP end a command as Ctrl-C does: cleanup runs, the exit code says
-which signal (issue 16, defect 8)."""
+which signal."""
 
 from __future__ import annotations
 
@@ -71,12 +71,12 @@ def test_the_interrupted_message_suggests_resume_only_where_there_is_one(
     argv: list[str], func: str, resume: bool,
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    from stackmatrix import cli
+    from stackmatrix import _commands, cli
 
     def stopped(args: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, func, stopped)
+    monkeypatch.setattr(cli if func == "cmd_inspect" else _commands, func, stopped)
     assert cli.main(argv) == 130
     err = capsys.readouterr().err
     assert "interrupted (" in err and ("re-run with --resume" in err) is resume

@@ -376,7 +376,7 @@ SPECS = st.fixed_dictionaries(
 @given(SPECS)
 def test_any_spec_is_a_spec_or_its_problems(raw: dict[str, object]) -> None:
     """No value under any key makes the parser fail other than with SpecError (exit 2).
-    3000 examples found nothing after issue 16's fixes; 150 run here."""
+    3000 examples found nothing; 150 run here."""
     try:
         parse_spec(raw)
     except SpecError as exc:
@@ -432,7 +432,7 @@ def _validate_bounded(path: Path) -> tuple[int, str]:
 
 
 def test_a_spec_that_is_no_regular_file_or_too_big_is_refused(tmp_path: Path) -> None:
-    """/dev/zero was read without bound and a FIFO hung (issue 16, defect 10)."""
+    """/dev/zero was read without bound and a FIFO hung."""
     import os
 
     fifo = tmp_path / "spec.toml"
@@ -487,7 +487,7 @@ def test_load_points_share_one_token_bound() -> None:
 
 
 def test_an_empty_or_unknown_generated_model_is_a_problem() -> None:
-    """Both passed validation and failed only at the bench (issue 16, item 17)."""
+    """Both passed validation and failed only at the bench."""
     for model, expected in (
         ("", "bench.model: empty"),
         ("  ", "bench.model: empty"),

@@ -126,7 +126,7 @@ def finish(st: CellState, bench: Bench, headline: str = "output_throughput") -> 
     return result
 
 
-CLIENT_BUSY = 0.5  # of one core: above it the client's own timing degrades (issue 17)
+CLIENT_BUSY = 0.5  # of one core: above it the client's own timing degrades
 CLIENT_BUSY_MIN_S = 2.0  # shorter rounds are dominated by fixed costs (loop, connections)
 
 

@@ -3,7 +3,7 @@
 Why our own: a general client (aiohttp) hands the body to the request's task, which
 runs one event-loop pass after the bytes arrived; at tens of thousands of chunks a
 second that pass is busy with other streams, and a timestamp taken there was off by
-0.1-0.2 ms (issue 4, docs/bench.md). Here the protocol's `data_received` reads the
+0.1-0.2 ms. Here the protocol's `data_received` reads the
 clock first, then decodes the response (status line, headers, chunked or
 length-delimited or close-delimited body) and hands each complete line, with the time
 its last byte arrived, to a callback, in the same call. No task wakes up per chunk.

@@ -1,4 +1,4 @@
-"""Warm-up launches: discarded, before the first measured one (issue 13)."""
+"""Warm-up launches: discarded, before the first measured one."""
 
 from __future__ import annotations
 

@@ -133,11 +133,11 @@ class SglangEngine(Engine):
     info_paths: ClassVar[tuple[str, ...]] = ("/server_info", "/get_server_info")
     # sglang 0.5.14 starts a gRPC server on --port + 10000 unless SGLANG_GRPC_PORT is
     # set, and refuses a --port above 55535 ("SGLANG_GRPC_PORT (68545) must be between
-    # 1 and 65535", issue 13). Older versions ignore the extra room we leave.
+    # 1 and 65535"). Older versions ignore the extra room we leave.
     derived_port_offsets: ClassVar[dict[str, int]] = {"grpc": 10000}
 
     def pinned_args(self, args: Sequence[str], *, seed: int) -> list[str]:
-        # sglang draws `random_seed` per launch when none is given (issue 13).
+        # sglang draws `random_seed` per launch when none is given.
         given = any(a == "--random-seed" or a.startswith("--random-seed=") for a in args)
         return [] if given else ["--random-seed", str(seed)]
 

@@ -1,6 +1,6 @@
 """The bench phase: every cell, every launch, every round, in an interleaved order.
 
-Launches are the unit of repetition (issue 7): each launch starts a fresh server,
+Launches are the unit of repetition: each launch starts a fresh server,
 warms it up at the measured load before every round, measures `bench.rounds`
 rounds, and stops it. bench.json is rewritten after every launch, so a crash or
 Ctrl-C loses at most the launch in progress and a re-run resumes from there.

@@ -1,4 +1,4 @@
-"""The order in which server launches run (issue 7: interleave cells in time).
+"""The order in which server launches run.
 
 - interleaved: A1 B1 C1 A2 B2 C2 ... so drift over time (clocks, temperature,
   other tenants) spreads over all cells instead of biasing the last one;

@@ -1,6 +1,5 @@
 """A tar stream (`docker export`'s stdout) unpacked under one directory, read once, in
-order, without the archive ever being written to disk (issue 18: the tar file cost one
-more image-size of disk per cell).
+order, without the archive ever being written to disk.
 
 What it guarantees, whatever the archive holds:
 

@@ -1,4 +1,4 @@
-"""The backend interface and its one registry (issue 14, step 3).
+"""The backend interface and its one registry.
 
 A backend makes a cell's environment exist and says how to run things in it: `build`
 (the environment, its lock, its findings), the command that runs the environment's

@@ -1,4 +1,4 @@
-"""Where a cell's server keeps its JIT caches (issue 13): warm from one launch of the
+"""Where a cell's server keeps its JIT caches: warm from one launch of the
 cell to the next, and apart from other cells where sharing would cost.
 
 FlashInfer compiles kernels at first use into one cache per user (~/.cache/flashinfer,

@@ -1,7 +1,7 @@
 """Unpacking a wheel for `inspect`: only what the checks read, bounded.
 
 Apart from inspection.py so that inspecting a directory or a .so does not import
-zipfile, zlib and shutil (issue 17, item 3: start-up time).
+zipfile, zlib and shutil.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def extract_wheel(wheel: Path, dest: Path) -> str | None:
     """Only what the checks read: ELF objects and the .dist-info metadata.
 
     Returns why it is not a readable wheel (None when it is): not a zip, a corrupt
-    member, or a zip without a `*.dist-info/WHEEL` (issue 16, defects 13 and 16).
+    member, or a zip without a `*.dist-info/WHEEL`.
     """
     try:
         with zipfile.ZipFile(wheel) as zf:
@@ -48,7 +48,7 @@ def extract_wheel(wheel: Path, dest: Path) -> str | None:
 
 
 # A member may claim no more than this many times its compressed size (real .so files
-# compress 2-5x; a 611 KB wheel once unpacked a 600 MB .so; issue 16, defect 10).
+# compress 2-5x; a 611 KB wheel once unpacked a 600 MB .so).
 MAX_UNPACK_RATIO = 100
 _RATIO_FROM = 16 << 20  # members smaller than this are never a problem
 

@@ -107,7 +107,7 @@ def parse_fatbin(
 def read_fatbin(read: Reader, start: int, end: int) -> list[FatbinEntry]:
     """parse_fatbin over a reader: only the headers are read. From a file, each header
     is one pread; touching them through a mapping cost a page fault per entry and their
-    unmapping, two thirds of `inspect`'s scan of sgl-kernel (issue 17, item 3)."""
+    unmapping, two thirds of `inspect`'s scan of sgl-kernel."""
     entries: list[FatbinEntry] = []
     pos = _next_container(read, start, end)
     while pos is not None:

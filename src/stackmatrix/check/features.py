@@ -98,7 +98,7 @@ def _jit(
 
 
 # where an image's tools are when its own PATH is not known here: NVIDIA's images put the
-# toolkit first on PATH (issue 18: the host's nvcc was reported for an image's)
+# toolkit first on PATH
 _IMAGE_BIN_DIRS = ("/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin")
 
 

@@ -4,7 +4,7 @@ A cell's packages can reach its interpreter in several ways besides its own
 site-packages: PYTHONPATH in the cell's env, `.pth` files, a venv layered on the
 image with --system-site-packages, the user site. The check judges the directories
 that interpreter really searches, in its order, so a package shadowed by an earlier
-directory is not the one judged (issue 13).
+directory is not the one judged.
 """
 
 from __future__ import annotations

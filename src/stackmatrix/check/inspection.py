@@ -117,7 +117,7 @@ def _finish(outcome: CheckOutcome, path: Path) -> CheckOutcome:
 
 def _nothing_judged(outcome: CheckOutcome, path: Path) -> CheckOutcome:
     """No extension read and no package found: "compatible" would be a claim about
-    nothing (issue 16, defect 16)."""
+    nothing."""
     findings = list(outcome.findings)
     if not any(f.code == "SM-NOTHING-JUDGED" for f in findings):
         unreadable = any(f.code in ("SM-ELF-UNREADABLE", "SM-WHEEL-UNREADABLE") for f in findings)

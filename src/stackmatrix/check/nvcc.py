@@ -1,4 +1,4 @@
-"""The nvcc an environment's JIT compilers would use, against torch's CUDA (issue 18).
+"""The nvcc an environment's JIT compilers would use, against torch's CUDA.
 
 flashinfer compiles the kernels its cubin package does not ship with nvcc at first
 use, as do torch's cpp_extension and sglang's JIT kernels: an nvcc of another CUDA
@@ -9,10 +9,9 @@ nvcc is looked for where those JITs look, in the order they try: `$CUDA_HOME/bin
 (then `$CUDA_PATH`), the directories of `$PATH`, `/usr/local/cuda/bin/nvcc`, and NVIDIA's
 CUDA wheels in site-packages (`nvidia/cu13/bin`, `nvidia/cuda_nvcc/bin`). For an image,
 the variables are the cell's and every path is followed inside the image; a venv's
-server runs on this host with this process's environment under the cell's (issue 13:
-on the H200 a venv server compiled flashinfer's kernels with the host's
-/usr/local/cuda while the check, looking only at the venv's own files, said it had no
-nvcc), so there the variables are both and the paths are the host's. Its
+server runs on this host with this process's environment under the cell's (a venv
+server can compile flashinfer's kernels with the host's /usr/local/cuda while the venv's
+own files hold no nvcc), so there the variables are both and the paths are the host's. Its
 version is read from the binary, which carries the banner that `nvcc --version` prints
 ("Cuda compilation tools, release 13.0, V13.0.88"), so nothing is executed; a wrapper
 script falls back to the toolkit's version.json.

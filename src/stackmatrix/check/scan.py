@@ -33,7 +33,7 @@ def scan_extension(path: Path, *, with_symbols: bool = True) -> ExtensionScan:
     same tables, so it accepts and rejects the same files.
 
     Raises ELFError (naming `path`) or OSError for a file that is not a readable ELF
-    object, a bad .nv_fatbin included (issue 16, defect 13).
+    object, a bad .nv_fatbin included.
     """
     try:
         with ELFFile(path) as elf:

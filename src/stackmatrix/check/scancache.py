@@ -1,4 +1,4 @@
-"""The static scan of an environment, kept in the work dir (issue 17).
+"""The static scan of an environment, kept in the work dir.
 
 What the check reads from an environment's files (the inventory, every extension's
 libraries, symbols, CUDA majors and GPU-arch coverage) depends only on those files and

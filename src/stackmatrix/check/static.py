@@ -18,7 +18,7 @@ from stackmatrix.check.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
 
 # "nothing-judged": only `inspect`, for a path holding no readable extension and no
-# package (a FIFO, /dev/zero, a zip that is not a wheel; issue 16, defect 16)
+# package (a FIFO, /dev/zero, a zip that is not a wheel)
 Verdict = Literal["compatible", "warnings", "incompatible", "nothing-judged"]
 
 

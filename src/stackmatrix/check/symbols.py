@@ -16,7 +16,7 @@ from stackmatrix.findings import Finding, Severity
 log = _log.Logger(__name__)
 
 # (pattern on the demangled name, flags, library expected to provide it); first match
-# wins. Compiled when first needed: `inspect` never asks (issue 17, item 3).
+# wins. Compiled when first needed: `inspect` never asks.
 _PROVIDER_PATTERNS: tuple[tuple[str, int, str], ...] = (
     (r"^(?:_?Py|PyInit_)", 0, "python"),
     (r"c10::cuda::|c10_cuda", 0, "libc10_cuda.so"),

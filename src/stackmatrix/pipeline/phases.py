@@ -85,7 +85,7 @@ def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
 
 def _public_environment(env: Environment | None) -> dict[str, Any] | None:
     """build.json travels as a CI artifact: secret env values stay out of it, and come
-    back from the spec when a later phase runs the cell (issue 16, defect 9)."""
+    back from the spec when a later phase runs the cell."""
     return None if env is None else {**env.to_dict(), "env": redact(dict(env.env))}
 
 

@@ -26,7 +26,7 @@ from stackmatrix.results import PhaseResult, RunDir
 def _children_stop_on_ctrl_c() -> Iterator[None]:
     """Ctrl-C, SIGTERM and SIGHUP stop our children at once, wherever the main thread
     is (even outside a try block), so worker threads waiting on them finish and the run
-    can exit (issue 16, defect 8: a SIGTERM used to leave the server running)."""
+    can exit."""
     with _signals.stop_signals(_proc.terminate_all):
         yield
 

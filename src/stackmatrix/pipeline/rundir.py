@@ -58,7 +58,7 @@ def open_run_dir(opts: RunOptions) -> RunDir:
 
 
 def history_db(opts: RunOptions, run_path: Path) -> Path | None:
-    """The history a run's report appends to (issue 16, defect 14): --history, else the
+    """The history a run's report appends to: --history, else the
     reports directory's when the results directory is inside it, else none: a run with
     --output elsewhere writes nothing outside what it was given."""
     if opts.history is not None:
@@ -98,7 +98,7 @@ def _latest_run(reports_dir: Path, name: str) -> Path:
 
 def _is_run_of(path: Path, name: str) -> bool:
     """`NAME-<UTC stamp>` whose run.json names spec NAME: the spec "adv" must not resume
-    "adv-other-<stamp>" (issue 16, defect 3)."""
+    "adv-other-<stamp>"."""
     if not _STAMP.fullmatch(path.name.removeprefix(f"{name}-")) or path.is_symlink():
         return False
     try:
@@ -140,7 +140,7 @@ def _refuse_foreign(path: Path) -> None:
 
 def _refuse_links(path: Path) -> None:
     """Resuming writes into every cell's directory and appends to its logs: through a
-    link it would write outside the results (issue 16, defect 6)."""
+    link it would write outside the results."""
     links = _nofollow.links_below(path)
     if links:
         listing = ", ".join(str(p) for p in links[:5]) + (" ..." if len(links) > 5 else "")

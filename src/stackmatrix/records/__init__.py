@@ -1,5 +1,5 @@
 """Typed records of the results directory's JSON: run.json and the phases' data (build,
-check, and the bench's launches, their rounds and load points), issue 14 step 1.
+check, and the bench's launches, their rounds and load points).
 
 `from_dict` reads what stackmatrix writes today and what it wrote before (bench.json
 files of earlier versions lack keys; warm-up launches are indexed "W1"): a missing key

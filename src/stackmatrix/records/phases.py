@@ -72,7 +72,7 @@ class CheckData:
 
 
 def check_verdict(check: PhaseResult) -> str | None:
-    """The check's verdict, said once for the report and the bench (issue 14): its own,
+    """The check's verdict, said once for the report and the bench: its own,
     or for a check.json without one, "incompatible" when a finding fails; None when
     nothing says."""
     verdict = CheckData.from_dict(check.data).verdict

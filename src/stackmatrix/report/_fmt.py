@@ -77,7 +77,7 @@ def shorten(value: str | None, limit: int = 60) -> str:
 
 def facts_text(facts: dict[str, Any], limit: int = 160) -> str:
     """Per-launch environment facts (clocks, load...) on one line, `before.loadavg=
-    3.2/4.1/4.8`: nested facts as dotted keys, not raw JSON (issue 16, item 17)."""
+    3.2/4.1/4.8`: nested facts as dotted keys, not raw JSON."""
     parts = [f"{key}={value}" for key, value in _flat_facts("", facts)]
     return shorten(", ".join(parts), limit) if parts else ""
 

@@ -36,7 +36,7 @@ class BoxRow:
 
 MAX_TICKS = 50
 # a range narrower than this, relative to its values, is one value (a single launch's
-# geometric mean and median differ by a rounding step: issue 16, defect 1)
+# geometric mean and median differ by a rounding step)
 _SAME = 1e-9
 
 

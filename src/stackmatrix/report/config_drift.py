@@ -319,7 +319,7 @@ def _follows_from_channel(
     key: str, mine: Fact | None, theirs: Fact | None, differs: dict[str, Any]
 ) -> str | None:
     """A CUDA-channel change explains local-label changes, the probe's CUDA version and
-    the driver that CUDA version needs (not the driver found; issue 16, item 17)."""
+    the driver that CUDA version needs (not the driver found)."""
     field = next((f for f in _CHANNEL_FIELDS if f in differs), None)
     if field is None:
         return None

@@ -153,7 +153,7 @@ def _server_facts(cell: CellResults) -> list[Fact]:
     out: list[Fact] = []
     if config is not None:
         # the engine's version is one row, "engine version", not also "engine_version"
-        # from the effective config (issue 16, item 17)
+        # from the effective config
         folded = ("engine_version",) if bench.engine_version else ()
         out += [
             Fact(key=f"server:{k}", value=redact(k, text(v)), source="server")

@@ -114,7 +114,7 @@ def read_explanations(run_dir: Path, problems: list[str]) -> tuple[dict[str, Any
 
 def _regular(path: Path) -> bool:
     """A file the report may read: a link (to /dev/zero, or outside the results) or a
-    FIFO is not read (issue 16)."""
+    FIFO is not read."""
     return path.is_file() and not path.is_symlink()
 
 
@@ -159,7 +159,7 @@ def load_run(run_dir: Path) -> RunResults:
 
 def _read_text(path: Path, problems: list[str]) -> str | None:
     """The spec as the run saw it, for display: undecodable bytes are shown replaced,
-    and secret values hidden (the report is published; issue 16, defect 9)."""
+    and secret values hidden (the report is published)."""
     if not os.path.lexists(path):
         return None
     try:
@@ -218,7 +218,7 @@ def _load_cell(path: Path, cell_id: str, planned: PlanCell | None) -> CellResult
         id=cell_id,
         path=path,
         content_hash=planned.content_hash if planned else None,
-        # results written before secrets were kept out of them (issue 16, defect 9)
+        # results written before secrets were kept out of them
         definition={k: public(k, v) for k, v in (planned.definition if planned else {}).items()},
         differs={
             k: _public_pair(k, v)

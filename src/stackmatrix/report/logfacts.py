@@ -21,7 +21,7 @@ _MAX_EVIDENCE = 160
 LOG_READ_LIMIT = 32 << 20  # of a larger log, its first and last 16 MiB are read
 _LINE_LIMIT = 64 << 10
 # The value of an expected fact when no line of a log matched any of its patterns: the
-# report says so instead of leaving the fact out (issue 13).
+# report says so instead of leaving the fact out.
 NOT_READ = "not read"
 
 

@@ -25,7 +25,7 @@ SCHEMA_VERSION = 1
 MISSING = "missing"
 
 
-UNREADABLE = "unreadable"  # the phase's file exists but is corrupt (issue 16, defect 15)
+UNREADABLE = "unreadable"  # the phase's file exists but is corrupt
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -211,7 +211,7 @@ def get_str_list(raw: Mapping[str, Any], key: str, path: str, p: Problems,
 
 
 def duplicates(items: Iterable[str]) -> list[str]:
-    """Linear: `list.count` per item made 40k cells take 40 s (issue 16, defect 10)."""
+    """Linear: `list.count` per item made 40k cells take 40 s."""
     return sorted(k for k, n in Counter(items).items() if n > 1)
 
 

@@ -28,7 +28,7 @@ from stackmatrix.spec_model import ENGINES, METRICS, Bench, LoadPoint, Workload
 BENCH_KEYS = tuple(f.name for f in fields(Bench))
 WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))
 
-# Resource bounds (issue 16, defect 10): the workload is generated up front; each
+# Resource bounds: the workload is generated up front; each
 # bound is far above any real matrix.
 MAX_LAUNCHES = 1000  # launches, rounds (per cell)
 MAX_TOKENS = 1 << 20  # input_len, output_len (one request)
@@ -120,7 +120,7 @@ MAX_CLIENT_WORKERS = 256
 
 
 def _client_workers(bench: Mapping[str, Any], p: Problems) -> int | Literal["auto"]:
-    """`bench.client_workers`: the client's worker processes, or "auto" (issue 17)."""
+    """`bench.client_workers`: the client's worker processes, or "auto"."""
     val = bench.get("client_workers", 1)
     if val == "auto":
         return "auto"
@@ -137,7 +137,7 @@ GENERATED_MODELS = ("stackmatrix:tiny-llama", "stackmatrix:tiny-llama-1b")
 
 def _check_model(bench: Mapping[str, Any], model: str, p: Problems) -> None:
     """`model = ""` or a generated model that does not exist failed only at the bench,
-    after the builds (issue 16, item 17)."""
+    after the builds."""
     if "model" in bench and isinstance(bench["model"], str) and not model.strip():
         p.add(
             "bench.model", 'empty; name a model directory or hub name, or "stackmatrix:tiny-llama"'

@@ -39,7 +39,7 @@ _TORCH_BACKEND_RE = re.compile(r"^(auto|cpu|cu\d{2,3}|rocm[\d.]+|xpu)$")
 LIST_FIELDS = ("pins", "extra_index_urls", "find_links", "server_args", "runs_on", "ca_certs")
 CELL_KEYS = tuple(f.name for f in fields(Cell) if f.name != "axes")
 
-MAX_CELLS = 1000  # the spec is expanded whole (issue 16, defect 10)
+MAX_CELLS = 1000  # the spec is expanded whole
 
 # Every cell id met while expanding, valid cell or not, with where it comes from, so
 # that a duplicate is reported with both places, whichever table produced it.

@@ -34,7 +34,7 @@ TOP_KEYS = (
     "defaults", "cell", "axes", "include", "exclude", "bench", "report", "executor",
 )  # fmt: skip
 
-# Resource bounds (issue 16, defect 10): a spec is read whole and expanded whole, and
+# Resource bounds: a spec is read whole and expanded whole, and
 # its workload is generated up front; each bound is far above any real matrix.
 MAX_SPEC_BYTES = 1 << 20
 
@@ -58,7 +58,7 @@ def load_spec(path: Path) -> Spec:
 
 def _read_spec(path: Path) -> str:
     """At most MAX_SPEC_BYTES of a regular file: /dev/zero never ends and a FIFO blocks
-    until someone writes (issue 16, defect 10)."""
+    until someone writes."""
     if path.exists() and not path.is_file() and not path.is_dir():
         raise SpecError(str(path), ["not a regular file (a FIFO, a device or a socket)"])
     with path.open("rb") as fh:
@@ -70,7 +70,7 @@ def _read_spec(path: Path) -> str:
 
 def _spec_name(raw: Mapping[str, Any], p: Problems) -> str:
     """The name becomes a directory under --reports-dir: one plain name, so that
-    "../../x" or "/abs/x" cannot put results elsewhere (issue 16, defect 6)."""
+    "../../x" or "/abs/x" cannot put results elsewhere."""
     if "name" not in raw:
         p.add("name", 'missing; add name = "..."')
         return "unnamed"

@@ -1,7 +1,6 @@
 """A crash of stackmatrix's own code during one cell's launch (here a full disk while
 writing its requests file) becomes that cell's recorded status, with the traceback in
-its bench.log; the other cell is still measured, and the run goes on (issue 14, item 4:
-an OSError there used to end the whole run with a traceback)."""
+its bench.log; the other cell is still measured, and the run goes on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Load points (`[[bench.points]]`, issue 13's throughput point at concurrency 32): a
+"""Load points (`[[bench.points]]`, a throughput point at concurrency 32): a
 further load measured in every launch after the headline, on the same server, through
 the whole pipeline (spec, bench, report), against the test suite's own engine whose
 decode speed depends on a server argument."""

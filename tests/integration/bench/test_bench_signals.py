@@ -129,7 +129,7 @@ def _running(pid: int) -> bool:
 
 def test_a_stop_signal_mid_round_stops_the_clients_worker_processes(tmp_path):
     """With `client_workers = 2` the signal comes while the parent waits on its workers:
-    they are stopped with it, none is left in stackmatrix's process group (issue 17)."""
+    they are stopped with it, none is left in stackmatrix's process group."""
     run = tmp_path / "run"
     proc = _start(run, workers=2)
     pgid = _server_measuring(run)

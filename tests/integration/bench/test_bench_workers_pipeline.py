@@ -1,4 +1,4 @@
-"""`bench.client_workers` through the whole pipeline (issue 17): `python -m stackmatrix
+"""`bench.client_workers` through the whole pipeline: `python -m stackmatrix
 run` (the spawned workers must not run the CLI again) against the test suite's own
 engine; the workers' records merged into the one requests file per round, their CPU
 shares in bench.json, and a load point of concurrency 1 still in-process."""

@@ -1,4 +1,4 @@
-"""A venv's server keeps FlashInfer's JIT cache in its own directory (issue 13): on the
+"""A venv's server keeps FlashInfer's JIT cache in its own directory: on the
 H200, two flashinfer venvs alternating in one explain round recompiled each other's
 kernels at every start (80-100 s more per start), because FlashInfer's build files name
 the installed package's absolute paths. Checked on the real launch path: the started

@@ -1,5 +1,5 @@
 """A server that prints its arguments back (sglang logs its whole ServerArgs, api_key
-included) leaves no secret in the log we keep (issue 16, defect 9): the suite's fake
+included) leaves no secret in the log we keep: the suite's fake
 engine prints its argv, through the real launch path."""
 
 from __future__ import annotations

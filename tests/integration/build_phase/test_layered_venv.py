@@ -1,6 +1,6 @@
 """A venv layered on an interpreter's packages, installed offline from a wheel directory
-made by scripts/kit-wheels.py, and a check that judges the interpreter's real sys.path
-(issue 13). Real uv, no network needed."""
+made by scripts/kit-wheels.py, and a check that judges the interpreter's real sys.path.
+Real uv, no network needed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Credentials in a pin URL or an index URL reach uv, and no file we keep (issue 16,
-defect 9): real uv against a local index that answers only with the right basic-auth
+"""Credentials in a pin URL or an index URL reach uv, and no file we keep: real uv against
+a local index that answers only with the right basic-auth
 header, so a build that works proves uv had the credentials."""
 
 from __future__ import annotations

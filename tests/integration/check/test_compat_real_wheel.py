@@ -2,7 +2,7 @@
 
 Downloaded when it is not in the cache yet (~/.cache/stackmatrix/wheels, or under
 $XDG_CACHE_HOME), with pip from the test extra: the nox venv is made by uv, which
-brings no pip of its own (issue 12). A cached copy that is not a whole wheel (an
+brings no pip of its own. A cached copy that is not a whole wheel (an
 interrupted earlier run) is downloaded again; nothing here needs an earlier run.
 """
 

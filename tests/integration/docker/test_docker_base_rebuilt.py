@@ -1,5 +1,5 @@
 """A cell image is rebuilt when its base was rebuilt with other files, though the
-content hash (which names the base, not its id) is the same (issue 18)."""
+content hash (which names the base, not its id) is the same."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Credentials in a pin URL reach uv inside a real docker build, and neither the image,
-its history, the build context we keep nor the build log (issue 16, defect 9). The
+its history, the build context we keep nor the build log. The
 index is local and answers only with the right basic-auth header (--network=host)."""
 
 from __future__ import annotations

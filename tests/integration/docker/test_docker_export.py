@@ -1,4 +1,4 @@
-"""A real `docker export` streamed into the unpacking (issue 18): the image's tree, no
+"""A real `docker export` streamed into the unpacking: the image's tree, no
 tar file on disk, and after a failure or Ctrl-C neither a partial tree nor a running
 `docker export`."""
 

@@ -1,5 +1,4 @@
-"""Ctrl-C during a real `docker build` stops it within seconds (issue 14: the build
-ran on to its end, and the build phase's thread pool waited for it)."""
+"""Ctrl-C during a real `docker build` stops it within seconds."""
 
 from __future__ import annotations
 

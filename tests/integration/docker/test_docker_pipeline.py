@@ -1,4 +1,4 @@
-"""Issue 6, end to end: a spec with two docker cells on two different local bases is
+"""End to end: a spec with two docker cells on two different local bases is
 built, checked and benchmarked on CPU by the real CLI (`python -m stackmatrix run`);
 a second run with nothing changed rebuilds no image.
 

@@ -1,6 +1,6 @@
 """`stackmatrix explain` end to end: a real run, then rounds of revert cells through the
 whole pipeline, against the test suite's own engine whose speed depends on a server
-argument (issue 15)."""
+argument."""
 
 from __future__ import annotations
 

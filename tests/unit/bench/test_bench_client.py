@@ -1,6 +1,6 @@
 """The client against an in-process streaming server whose timing we control.
 
-Timing is asserted as behaviour, never as the machine's speed (issue 12): the server
+Timing is asserted as behaviour, never as the machine's speed: the server
 records when it sent each chunk on the client's clock (`time.perf_counter`, same
 process), and every time the client records must fall where causality puts it, e.g.
 a chunk is stamped no earlier than it was sent and before the next one was sent (one

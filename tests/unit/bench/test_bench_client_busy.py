@@ -1,5 +1,5 @@
 """A client that used more than half a core in a round long enough to tell gets a
-finding, never only a number (issue 17: a saturated client measures itself)."""
+finding, never only a number."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The client over worker processes (`bench.client_workers`, issue 17) against a local
+"""The client over worker processes (`bench.client_workers`) against a local
 streaming server in a thread of this process, which counts what it really saw: every
 request exactly once, never more in flight than `max_concurrency`, in the workload's
 order, and the records merged as one round's."""

@@ -62,7 +62,7 @@ def test_sglang_port_leaves_room_for_its_grpc_port(monkeypatch: pytest.MonkeyPat
     from stackmatrix.bench import server
 
     # The kernel hands out ephemeral ports up to 60999 here; sglang 0.5.14 adds 10000
-    # for gRPC and refuses anything above 65535 (issue 13).
+    # for gRPC and refuses anything above 65535.
     engine = get_engine("sglang")
     assert engine.derived_port_offsets == {"grpc": 10000}
 

@@ -1,5 +1,5 @@
 """Features that hang on one file (FA3 in sglang-kernel) and kernels compiled at first use
-(flashinfer): findings from compat/features.toml against an inventory (issue 13)."""
+(flashinfer): findings from compat/features.toml against an inventory."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_flashinfer_without_prebuilt_kernels_needs_nvcc(
 
 
 def test_an_images_nvcc_is_looked_for_in_the_image_not_on_the_host(tmp_path: Path) -> None:
-    """issue 18: for a docker cell the host's nvcc (this machine has one) was reported;
+    """For a docker cell the host's nvcc (this machine has one) was reported;
     the image's root is what counts, its absolute links followed inside it."""
     root = tmp_path / "rootfs"
     site = root / "opt/venv/site-packages"

@@ -1,4 +1,4 @@
-"""Each analysis module builds its own findings (issue 14): libs, symbols, coverage,
+"""Each analysis module builds its own findings: libs, symbols, coverage,
 driver, probe. The codes and severities each module gives for what it finds."""
 
 from __future__ import annotations

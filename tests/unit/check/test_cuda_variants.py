@@ -1,5 +1,5 @@
 """Builds per CUDA major that a package never loads next to torch's CUDA (loaders.toml
-[[cuda_variant]], issue 18): torch-memory-saver 0.0.10 ships `_cu12` and `_cu13` builds
+[[cuda_variant]]): torch-memory-saver 0.0.10 ships `_cu12` and `_cu13` builds
 of its hooks and loads the one for torch's CUDA major, so its CUDA 12 files next to a
 cu130 torch are neither SM-LIB-MISSING failures nor a second CUDA major."""
 

@@ -1,4 +1,4 @@
-"""The import path the check judges (issue 13)."""
+"""The import path the check judges."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`stackmatrix inspect` on hostile and careless input (issue 16, defects 13 and 16):
+"""`stackmatrix inspect` on hostile and careless input:
 a finding or the documented exit code naming the user's file, never a traceback, and
 never "compatible" for something that holds nothing to judge."""
 
@@ -299,7 +299,7 @@ def test_reading_in_place_reads_what_the_mapping_holds(
     offsets: list[int],
 ) -> None:
     """`inspect` reads a string of a table without decoding the table, and fatbin headers
-    with pread rather than through the mapping (issue 17, item 3): on any mutated file
+    with pread rather than through the mapping: on any mutated file
     both give what the whole-table and mapped readings give, or fail the same way."""
     path = _mutated(section_fields, header_fields, body_bytes, cut)
     try:
@@ -364,7 +364,7 @@ def test_any_wheel_bytes_are_a_verdict_or_nothing_judged(
 def test_a_zip_bomb_wheel_is_not_unpacked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A 611 KB wheel unpacked a 600 MB .so (issue 16, defect 10): 64 MiB of zeros
+    """A 611 KB wheel unpacked a 600 MB .so: 64 MiB of zeros
     deflate to 64 KB, a ratio no real extension has."""
     path = tmp_path / "x-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:

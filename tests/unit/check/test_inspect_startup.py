@@ -1,4 +1,4 @@
-"""`stackmatrix inspect` imports only what it needs (issue 17, item 3: start-up time).
+"""`stackmatrix inspect` imports only what it needs.
 
 Start-up was most of inspect's run on real extensions (the scan of sgl-kernel's four
 takes ~20 ms, the process took ~190 ms): these modules are for other commands, for a

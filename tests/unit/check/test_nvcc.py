@@ -1,4 +1,4 @@
-"""nvcc against torch's CUDA (issue 18): found where the JITs look, inside the
+"""nvcc against torch's CUDA: found where the JITs look, inside the
 environment's root (an image's absolute /usr/local/cuda links followed there, never to
 the host), its version read from the binary's banner, and judged against torch's CUDA."""
 
@@ -82,8 +82,7 @@ def test_a_venv_on_the_host_is_judged_where_its_server_looks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A venv's server runs on this host with this process's environment under the
-    cell's (issue 13: on the H200 the server compiled flashinfer's kernels with the
-    CUDA_HOME it inherited while the check said there was no nvcc): the cell's
+    cell's: the cell's
     CUDA_HOME, then the process's PATH, /usr/local/cuda, the venv's CUDA wheels."""
     site = tmp_path / "site-packages"
     nvcc_binary(site / "nvidia/cu13/bin/nvcc", "13.0", "13.0.88")

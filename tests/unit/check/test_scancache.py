@@ -1,4 +1,4 @@
-"""The static scan cached in the work dir (issue 17): reused while nothing it reads
+"""The static scan cached in the work dir: reused while nothing it reads
 changes, redone when the lock, the compat data or the import path's files change, and
 a corrupt or linked entry is ignored and rewritten, never followed."""
 

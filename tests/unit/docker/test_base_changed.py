@@ -1,5 +1,4 @@
-"""A cell image whose base was rebuilt with other files is rebuilt, not reused (issue 18:
-the content hash names the base, not its id)."""
+"""A cell image whose base was rebuilt with other files is rebuilt, not reused."""
 
 from __future__ import annotations
 

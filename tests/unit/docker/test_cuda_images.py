@@ -1,4 +1,4 @@
-"""Issue 18's pieces that need no engine: the local CUDA base's toolkit layout
+"""The CUDA images' pieces that need no engine: the local CUDA base's toolkit layout
 (dockerfiles/cuda-base-install.py), the image hygiene scan (scripts/image-hygiene.py)
 on small real tars, and matrix/cuda-images.toml rendering its cells on the CUDA
 template. The heavy run itself is `nox -s cuda_images` (never part of `tests`)."""

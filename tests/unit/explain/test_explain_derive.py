@@ -1,4 +1,4 @@
-"""Which differences of the seed's story can be taken back, and how (issue 15)."""
+"""Which differences of the seed's story can be taken back, and how."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The explanation round measured on the lent H200 (reports/examples/h200-sglang-explain):
-judged again here without a GPU, and protected from being measured over (issue 15)."""
+judged again here without a GPU, and protected from being measured over."""
 
 from __future__ import annotations
 

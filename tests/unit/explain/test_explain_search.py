@@ -1,4 +1,4 @@
-"""The halving search on simulated cells with seeded noise (issue 15)."""
+"""The halving search on simulated cells with seeded noise."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def test_recovers_launch_and_within_launch_noise():
 
 
 def test_six_percent_change_is_found_with_the_launches_calibration_recommends():
-    # Issue 7: calibrate on A/A data, then a true 6% change measured with the
+    # calibrate on A/A data, then a true 6% change measured with the
     # recommended number of launches must be found about `power` of the time.
     rng = random.Random(22)
     noise: dict[str, Any] = {"rounds": 3, "launch_sd": 0.03, "round_sd": 0.01}

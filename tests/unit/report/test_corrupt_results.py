@@ -1,6 +1,6 @@
 """Corrupt results directories: the report shows a broken cell file as that cell's
 problem, and a broken run.json (or an unwritable output) ends with exit 3 naming the
-file, never with a traceback (issue 16, defect 12)."""
+file, never with a traceback."""
 
 import json
 import os
@@ -205,8 +205,8 @@ def test_any_json_anywhere_is_a_report_or_exit_3(tmp_path_factory, target, key, 
 
 
 def test_a_corrupt_phase_result_is_unreadable_not_missing(tmp_path):
-    """A corrupt bench.json was summarized as "bench missing: no bench.json" (issue 16,
-    defect 15): it is unreadable, and the summary names the file."""
+    """A corrupt bench.json was summarized as "bench missing: no bench.json": it is
+    unreadable, and the summary names the file."""
     rd = results(tmp_path)
     bench = rd / "cells" / "a" / "bench.json"
     bench.write_text('{"trunc')

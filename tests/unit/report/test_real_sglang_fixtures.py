@@ -1,4 +1,4 @@
-"""Log patterns and redaction against real SGLang output captured on the H200 (issue 13)."""
+"""Log patterns and redaction against real SGLang output captured on the H200."""
 
 from __future__ import annotations
 

@@ -277,7 +277,7 @@ def test_sgl_kernel_is_the_import_of_sglang_kernel_too(tmp_path, rules):
 
 def test_the_driver_a_cuda_change_needs_is_intended(tmp_path, rules):
     """`cuda = "13.0"` made "driver cuda 12.8 -> 13.0" and "driver required_min"
-    unintended differences (issue 16, item 17); the driver found is still compared."""
+    unintended differences; the driver found is still compared."""
     patterns, ranking = rules
 
     def cell(cid: str, cuda: str, required: str, found: str) -> CellResults:

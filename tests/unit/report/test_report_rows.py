@@ -1,4 +1,4 @@
-"""Rows of the report that read badly (issue 16, item 17): the engine's version twice,
+"""Rows of the report that read badly: the engine's version twice,
 and an outlier's note as raw JSON."""
 
 from __future__ import annotations

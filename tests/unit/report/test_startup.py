@@ -1,6 +1,5 @@
 """A server's start-up (from its start to ready) per launch, and a cell whose servers
-take much longer to be ready than the baseline's (issue 13: on the H200, flashinfer's
-servers took ~170 s against triton's ~85 s, every launch)."""
+take much longer to be ready than the baseline's."""
 
 from __future__ import annotations
 

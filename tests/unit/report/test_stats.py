@@ -55,7 +55,7 @@ def test_aa_with_one_percent_noise_is_called_a_change_at_most_5_percent():
 
 
 def test_aa_with_launch_spread_like_43_vs_51_is_never_called_a_change():
-    # Issue 7: the same configuration gave 43 tok/s in one launch and 51 in the next,
+    # the same configuration gave 43 tok/s in one launch and 51 in the next,
     # while rounds inside a launch agreed closely. A 10% launch sd makes such pairs common.
     rng = random.Random(3)
     pairs = [

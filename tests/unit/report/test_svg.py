@@ -1,4 +1,4 @@
-"""The inline plots: any range of values gives a bounded axis, quickly (issue 16, defect 1)."""
+"""The inline plots: any range of values gives a bounded axis, quickly."""
 
 import math
 import signal
