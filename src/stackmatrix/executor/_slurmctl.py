@@ -1,9 +1,11 @@
 """Slurm's commands, as argv lists through the one process runner: submit (sbatch),
-ask (squeue, then scontrol or sacct for a job squeue no longer lists), cancel
-(scancel by job id, never by name). Their failures become typed errors or states."""
+ask (squeue while a job lives; for a job that ended, accounting's record through sacct
+where slurmdbd keeps one, else `scontrol show job`), cancel (scancel by job id, never
+by name). Their failures become typed errors or states."""
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 from collections.abc import Iterable, Sequence
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 
 from stackmatrix import _proc
 from stackmatrix.errors import ToolMissingError
+
+log = logging.getLogger(__name__)
 
 TIMEOUT_S = 60.0
 # the states after which a job never runs again (a REQUEUED job runs again)
@@ -72,10 +76,10 @@ def states(job_ids: Iterable[str]) -> dict[str, JobState]:
     found = _squeue(ids)
     if found is None:  # slurmctld did not answer: no news, ask again later
         return {}
-    for job_id in ids:
-        state = found.get(job_id)
-        if state is None or (state.terminal and not state.exit_code):
-            found[job_id] = _ended(job_id, state)
+    ended = [j for j in ids if (s := found.get(j)) is None or (s.terminal and not s.exit_code)]
+    accounted = _sacct(ended) if ended else {}
+    for job_id in ended:
+        found[job_id] = _settled(job_id, accounted.get(job_id), found.get(job_id))
     return found
 
 
@@ -94,10 +98,14 @@ def _squeue(ids: Sequence[str]) -> dict[str, JobState] | None:
     return out
 
 
-def _ended(job_id: str, seen: JobState | None) -> JobState:
-    """An ended job's exit code and reason: scontrol while slurmctld keeps it
-    (MinJobAge), else accounting (sacct, where slurmdbd runs)."""
-    return _scontrol(job_id) or _sacct(job_id) or seen or JobState(
+def _settled(job_id: str, accounted: JobState | None, seen: JobState | None) -> JobState:
+    """An ended job's state, exit code, reason and node: accounting's record once it
+    says the job ended (slurmdbd keeps it after slurmctld forgets the job, MinJobAge);
+    else scontrol while slurmctld keeps the job (accounting disabled, or its record
+    not yet written); else the last word of either."""
+    if accounted is not None and accounted.terminal:
+        return accounted
+    return _scontrol(job_id) or accounted or seen or JobState(
         job_id=job_id, state=GONE,
         reason="slurmctld no longer knows the job and accounting has no record of it",
     )  # fmt: skip
@@ -118,18 +126,35 @@ def _scontrol(job_id: str) -> JobState | None:
                     exit_code=fields.get("ExitCode", ""))  # fmt: skip
 
 
-def _sacct(job_id: str) -> JobState | None:
+# sacct --parsable2 columns, in this order; --allocations: one line per job, no steps
+SACCT_FIELDS = ("JobID", "State", "Reason", "NodeList", "ExitCode")
+
+
+def _sacct(ids: Sequence[str]) -> dict[str, JobState]:
+    """Accounting's record of each job it has; none when sacct is missing, fails, or
+    says accounting is disabled (no slurmdbd: `accounting_storage/none`)."""
     if shutil.which("sacct") is None:
-        return None
-    fields = "JobID,State,Reason,NodeList,ExitCode"
-    argv = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job_id}"]
-    result = _proc.run([*argv, f"--format={fields}"], timeout=TIMEOUT_S)
-    for line in result.output.splitlines() if result.ok else []:
-        parts = line.split("|")
-        if len(parts) == 5 and parts[0] == job_id:
-            return JobState(job_id=job_id, state=_base(parts[1]), reason=_none(parts[2]),
-                            node=_none(parts[3]), exit_code=parts[4])  # fmt: skip
-    return None
+        return {}
+    argv = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={','.join(ids)}"]
+    result = _proc.run([*argv, f"--format={','.join(SACCT_FIELDS)}"], timeout=TIMEOUT_S)
+    if not result.ok:
+        log.debug("sacct gave no records (%s): %s", result.returncode, _last_line(result.output))
+        return {}
+    return parse_sacct(result.output, ids)
+
+
+def parse_sacct(text: str, ids: Sequence[str]) -> dict[str, JobState]:
+    """sacct's `--parsable2 --format=SACCT_FIELDS` lines, for these job ids. A requeued
+    job has a line per run when asked with --duplicates: the last (newest) wins."""
+    out: dict[str, JobState] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != len(SACCT_FIELDS) or parts[0] not in ids:
+            continue
+        job_id, state, reason, node, exit_code = parts
+        out[job_id] = JobState(job_id=job_id, state=_base(state), reason=_none(reason),
+                               node=_none(node), exit_code=exit_code)  # fmt: skip
+    return out
 
 
 def cancel(job_ids: Iterable[str]) -> list[str]:
@@ -147,7 +172,7 @@ def _base(state: str) -> str:
 
 
 def _none(value: str) -> str:
-    return "" if value in ("None", "(null)", "") else value
+    return "" if value in ("None", "(null)", "None assigned", "") else value
 
 
 def _last_line(text: str) -> str:

@@ -1,5 +1,6 @@
-"""A real one-node Slurm cluster on this machine (scripts/start-slurm.sh starts it).
-Missing Slurm fails the tests under CI=true; elsewhere they are skipped, saying why."""
+"""A real one-node Slurm cluster on this machine (scripts/start-slurm.sh starts it),
+with job accounting (slurmdbd, so sacct lists the jobs). Missing Slurm or accounting
+fails the tests under CI=true; elsewhere they are skipped, saying why."""
 
 from __future__ import annotations
 
@@ -40,3 +41,17 @@ def slurm_node() -> str:
                           text=True, timeout=30).stdout.split()  # fmt: skip
     assert node, "sinfo lists no node after start-slurm.sh"
     return node[0]
+
+
+@pytest.fixture(scope="module")
+def accounting(slurm_node: str) -> str:
+    """The node's name, once sacct answers from slurmdbd's records."""
+    missing = [t for t in ("sacct", "sacctmgr", "slurmdbd") if shutil.which(t) is None]
+    if missing:
+        _unavailable(f"{', '.join(missing)} not installed (Debian: slurmdbd, mariadb-server)")
+    probe = subprocess.run(["sacct", "--noheader", "--allocations", "--jobs=1",
+                            "--format=JobID"], capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+    if probe.returncode != 0:
+        _unavailable(f"sacct has no accounting here: {probe.stderr.strip()!r}")
+    return slurm_node

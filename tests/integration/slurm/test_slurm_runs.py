@@ -1,6 +1,6 @@
 """`stackmatrix run --executor slurm` through real sbatch on a one-node cluster: every
-block a Slurm job, a job cancelled mid-bench with scancel, a drained node and a resume,
-a partition that does not exist, a host without sbatch."""
+block a Slurm job that sacct lists, a job cancelled mid-bench with scancel, a drained
+node and a resume, a partition that does not exist, a host without sbatch."""
 
 from __future__ import annotations
 
@@ -138,14 +138,25 @@ def slurm_job(job_id: str) -> str:
                           capture_output=True, text=True, timeout=30).stdout  # fmt: skip
 
 
-def test_every_block_is_a_slurm_job_and_the_report_is_the_local_one(
-    slurm_node: str, work: Path, tmp_path: Path
-) -> None:
-    spec_in(tmp_path)
+@pytest.fixture(scope="module")
+def cpu_run(
+    slurm_node: str, work: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path, str]:
+    """The CPU spec run once through sbatch (its folder, results, console), for the
+    tests that look at what it left."""
+    root = tmp_path_factory.mktemp("cpu-run")
+    spec_in(root)
     # a results directory whose name a shell or sbatch would expand: quoted everywhere
-    out = tmp_path / "run 'q' %j $(touch pwned)"
-    rc, console = run(tmp_path, work, "--output", str(out))
+    out = root / "run 'q' %j $(touch pwned)"
+    rc, console = run(root, work, "--output", str(out))
     assert rc == 0, console
+    return root, out, console
+
+
+def test_every_block_is_a_slurm_job_and_the_report_is_the_local_one(
+    slurm_node: str, work: Path, cpu_run: tuple[Path, Path, str]
+) -> None:
+    tmp_path, out, console = cpu_run
     assert not (tmp_path / "pwned").exists()
     recorded = jobs(out)
     assert [j["block"] for j in recorded] == [0, 1, 2], recorded
@@ -171,6 +182,26 @@ def test_every_block_is_a_slurm_job_and_the_report_is_the_local_one(
     assert rc == 0, console
     assert len(jobs(out)) == 3, console
     assert "submitted job" not in console
+
+
+def test_every_job_of_the_run_is_in_accounting(
+    accounting: str, cpu_run: tuple[Path, Path, str]
+) -> None:
+    _, out, _ = cpu_run
+    ids = [j["job_id"] for j in jobs(out)]
+    assert len(ids) == 3, jobs(out)
+    want = {(i, "COMPLETED", accounting, "0:0") for i in ids}
+    deadline = time.monotonic() + 60  # slurmctld hands a job's end to slurmdbd soon after
+    while (listed := sacct(ids)) != want and time.monotonic() < deadline:
+        time.sleep(1)
+    assert listed == want
+
+
+def sacct(ids: list[str]) -> set[tuple[str, ...]]:
+    argv = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={','.join(ids)}",
+            "--format=JobID,State,NodeList,ExitCode"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    return {tuple(line.split("|")) for line in done.stdout.splitlines() if line}
 
 
 def test_a_job_cancelled_mid_bench_is_recorded_and_its_launches_run_later(
