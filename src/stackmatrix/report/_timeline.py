@@ -22,10 +22,13 @@ class Placed:
 def placed_launches(cells: Sequence[CellReport]) -> tuple[tuple[Placed, ...], str]:
     """Every measured launch with its position, and what the position means.
 
-    Positions are the schedule's slots when every launch has one; otherwise all of them
-    come from start times, since slots and ranks mixed on one axis would order nothing."""
+    Positions are the schedule's slots when every launch has its own; otherwise (a
+    launch without one, or a resumed run whose second schedule counts its slots from 1
+    again) all of them come from start times, since slots and ranks mixed on one axis
+    would order nothing."""
     launches = [(c.id, launch) for c in cells for launch in c.launches]
-    if launches and all(launch.sequence for _, launch in launches):
+    slots = [launch.sequence for _, launch in launches]
+    if launches and all(slots) and len(set(slots)) == len(slots):
         return tuple(_placed(cid, ln, ln.sequence or 0) for cid, ln in launches), BY_SEQUENCE
     order = {c.id: i for i, c in enumerate(cells)}
     ranked = sorted(launches, key=lambda item: (*_start_key(item[1]), order[item[0]]))
