@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # records/ imports this module
+    from stackmatrix.records._read import JSONObject
 
 
 class Severity(enum.StrEnum):
@@ -46,7 +49,7 @@ class Finding(_FindingFields):
         return super().__new__(cls, code, severity, message, cell, subject,
                                {} if details is None else details)  # fmt: skip
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "code": self.code,
             "severity": self.severity.value,

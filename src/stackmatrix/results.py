@@ -19,14 +19,17 @@ import os
 import stat
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stackmatrix import _atomic, _nofollow, _shapes, layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding
+
+if TYPE_CHECKING:  # records/ imports this module
+    from stackmatrix.records._read import JSONObject
 
 SCHEMA_VERSION = 1
 PHASES = ("build", "check", "bench")
@@ -65,7 +68,7 @@ class PhaseResult:
         """Whether a resumed run may reuse this result (failed phases are retried)."""
         return self.status in (Status.OK, Status.SKIPPED) and bool(self.finished)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "schema_version": SCHEMA_VERSION,
             "phase": self.phase,
@@ -82,7 +85,7 @@ class PhaseResult:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> PhaseResult:
+    def from_dict(cls, raw: object) -> PhaseResult:
         """Raises ResultsError for anything but a phase result of this schema version."""
         if not isinstance(raw, dict):
             raise ResultsError(f"a phase result is a JSON object, not {type(raw).__name__}")
@@ -271,7 +274,7 @@ class RunDir:
             )
         return data
 
-    def write_json(self, name: str, data: dict[str, Any]) -> Path:
+    def write_json(self, name: str, data: Mapping[str, object]) -> Path:
         path = self.path / name
         _atomic.write_json(path, {"schema_version": SCHEMA_VERSION, **data})
         return path

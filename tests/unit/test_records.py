@@ -20,6 +20,7 @@ from stackmatrix.records import (
     RunRecord,
     check_verdict,
 )
+from stackmatrix.records._read import plain
 from stackmatrix.results import PhaseResult, Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
@@ -135,6 +136,14 @@ def test_values_of_the_wrong_type_stay_out_of_the_typed_fields() -> None:
     assert record.index is None and record.metrics == {} and record.requests_file is None
     run = RunRecord.from_dict({"cells": "ab", "report": {"fail_on": "regression"}})
     assert run.cells == () and run.report.fail_on == ()
+    launch = LaunchRecord.from_dict({"summary": {"tok_s": 2, "ok": True, "note": "x"}})
+    assert launch.summary == {"tok_s": 2}
+
+
+def test_a_field_value_json_lacks_is_written_as_its_text() -> None:
+    """As the results' writer (_atomic.py, default=str) writes it to the file."""
+    plan = PlanCell(id="a", definition={"python": "3.11"})
+    assert plain((Path("/x"), plan, None)) == ["/x", plan.to_dict(), None]
 
 
 def test_the_check_verdict_is_its_own_else_a_failing_finding_says_incompatible() -> None:

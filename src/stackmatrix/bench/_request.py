@@ -9,10 +9,11 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from stackmatrix.bench._sse import ResponseError, StatusError, post_lines
 from stackmatrix.bench.workload import BenchRequest
+from stackmatrix.records._read import JSONObject
 
 ERROR_TEXT_LIMIT = 300
 _JSON = json.JSONDecoder()
@@ -53,7 +54,7 @@ class RequestRecord:
     def ok(self) -> bool:
         return self.error is None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "index": self.index,
             "ok": self.ok,
@@ -119,8 +120,24 @@ async def send_one(
     return rec
 
 
-def _payload(req: BenchRequest, options: ClientOptions) -> dict[str, Any]:
-    body: dict[str, Any] = {
+class _StreamOptions(TypedDict):
+    include_usage: bool
+
+
+class _Completion(TypedDict):
+    """The body of a POST /v1/completions (OpenAI's completions API)."""
+
+    model: str
+    prompt: str
+    max_tokens: int
+    temperature: float
+    stream: bool
+    stream_options: _StreamOptions
+    ignore_eos: NotRequired[bool]
+
+
+def _payload(req: BenchRequest, options: ClientOptions) -> _Completion:
+    body: _Completion = {
         "model": options.model,
         "prompt": req.prompt,
         "max_tokens": req.max_tokens,
@@ -134,7 +151,7 @@ def _payload(req: BenchRequest, options: ClientOptions) -> dict[str, Any]:
 
 
 async def _stream(
-    body: dict[str, Any], options: ClientOptions, rec: RequestRecord, start: float
+    body: _Completion, options: ClientOptions, rec: RequestRecord, start: float
 ) -> None:
     state = _StreamState(rec=rec, start=start, last=start)
     url = options.base_url + "/v1/completions"

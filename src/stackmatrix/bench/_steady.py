@@ -10,10 +10,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from stackmatrix.bench import metrics
 from stackmatrix.bench.client import RequestRecord
+from stackmatrix.records._read import JSONObject
 
 # A batch's largest TTFT may be this many times the previous batch's median TTFT, plus
 # TTFT_SLACK_S: a single cold request (0.64 s against 0.03 s) is far beyond it, while
@@ -117,9 +117,9 @@ class SteadyLog:
         """The batch count at the first steady batch; None if none was."""
         return next((i for i, (_, v) in enumerate(self.batches, 1) if v.steady), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         after = self.steady_after
-        head: dict[str, Any] = {"steady": after is not None}
+        head: JSONObject = {"steady": after is not None}
         if after is not None:
             head["steady_after"] = after
         return head | {
@@ -129,7 +129,7 @@ class SteadyLog:
         }
 
 
-def _batch_dict(f: BatchFigures, v: Verdict) -> dict[str, Any]:
+def _batch_dict(f: BatchFigures, v: Verdict) -> JSONObject:
     return {
         "requests": f.requests,
         "errors": f.errors,

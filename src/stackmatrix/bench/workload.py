@@ -14,13 +14,14 @@ import math
 import os
 import random
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import SpecError
+from stackmatrix.records._read import JSONObject
 from stackmatrix.spec_model import Workload
 
 SCHEMA_VERSION = 1
@@ -69,7 +70,7 @@ class BenchRequest:
     arrival_s: float  # offset from the round's start; 0.0 when request_rate is inf
     warmup: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "schema_version": SCHEMA_VERSION,
             "index": self.index,
@@ -247,7 +248,7 @@ def read(run_path: Path) -> WorkloadSet:
     )
 
 
-def write_requests(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+def write_requests(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
     """A per-request JSONL file, one schema-versioned object per line."""
     lines = [json.dumps({"schema_version": SCHEMA_VERSION, **row}) for row in rows]
     _atomic.write_text(path, "\n".join(lines) + ("\n" if lines else ""))

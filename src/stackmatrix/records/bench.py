@@ -9,13 +9,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stackmatrix.records._read import (
-    Obj,
+    JSONObject,
+    JSONValue,
     extra_keys,
     integer,
     maybe_obj,
     number,
+    numbers,
     obj,
     objs,
+    plain,
     present,
     string,
     written,
@@ -27,10 +30,12 @@ class RoundRecord:
     """One measured round: its figures and the file of its request records."""
 
     index: int | None = None
-    metrics: Obj = field(default_factory=dict)
+    # the client's figures (a number, or None where a round had none) and the keys of
+    # other versions (client_cpu_shares...): bench/ reads both loosely
+    metrics: dict[str, Any] = field(default_factory=dict)
     requests_file: str | None = None
     warmup_errors: int | None = None
-    extra: Obj = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def metric(self, name: str) -> float | None:
         return number(self.metrics.get(name))
@@ -45,11 +50,11 @@ class RoundRecord:
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         return written(self)
 
 
-def _rounds(value: Any) -> tuple[RoundRecord, ...]:
+def _rounds(value: object) -> tuple[RoundRecord, ...]:
     return tuple(RoundRecord.from_dict(r) for r in objs(value))
 
 
@@ -62,18 +67,18 @@ class PointRun:
     """A load point (`[[bench.points]]`) in one launch: its rounds on that server."""
 
     rounds: tuple[RoundRecord, ...] = ()
-    summary: Obj | None = None
-    extra: Obj = field(default_factory=dict)
+    summary: dict[str, float] | None = None
+    extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> PointRun:
         return cls(
             rounds=_rounds(raw.get("rounds")),
-            summary=maybe_obj(raw.get("summary")),
+            summary=numbers(raw.get("summary")),
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         return written(self)
 
 
@@ -89,7 +94,7 @@ class LaunchRecord:
     index: int | str | None = None
     sequence: int | None = None
     started: str | None = None
-    env_facts: Obj = field(default_factory=dict)
+    env_facts: JSONObject = field(default_factory=dict)
     status: str | None = None
     rounds: tuple[RoundRecord, ...] = ()
     launch_argv: tuple[str, ...] | None = None
@@ -97,10 +102,10 @@ class LaunchRecord:
     points: dict[str, PointRun] | None = None
     code: str | None = None
     message: str | None = None
-    extra: Obj = field(default_factory=dict)  # teardown, and keys of other versions
+    extra: dict[str, Any] = field(default_factory=dict)  # teardown, mapped, other versions' keys
     finished: str | None = None
-    summary: Obj | None = None
-    effective_config: Obj | None = None
+    summary: dict[str, float] | None = None
+    effective_config: JSONObject | None = None
 
     @property
     def ok(self) -> bool:
@@ -153,12 +158,12 @@ class LaunchRecord:
             code=string(raw.get("code")),
             message=string(raw.get("message")),
             finished=string(raw.get("finished")),
-            summary=maybe_obj(raw.get("summary")),
+            summary=numbers(raw.get("summary")),
             effective_config=maybe_obj(raw.get("effective_config")),
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         return written(self)
 
 
@@ -169,8 +174,8 @@ class PointInfo:
     metric: str | None = None
     max_concurrency: int | None = None
     num_prompts: int | None = None
-    summary: Obj | None = None
-    extra: Obj = field(default_factory=dict)
+    summary: dict[str, float] | None = None
+    extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> PointInfo:
@@ -178,11 +183,11 @@ class PointInfo:
             metric=string(raw.get("metric")),
             max_concurrency=integer(raw.get("max_concurrency")),
             num_prompts=integer(raw.get("num_prompts")),
-            summary=maybe_obj(raw.get("summary")),
+            summary=numbers(raw.get("summary")),
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         return written(self)
 
 
@@ -194,10 +199,10 @@ class BenchData:
     engine_version: str | None = None
     launches: tuple[LaunchRecord, ...] = ()
     warmup_launches: tuple[LaunchRecord, ...] = ()
-    effective_config: Obj | None = None
-    summary: Obj | None = None
+    effective_config: JSONObject | None = None
+    summary: dict[str, float] | None = None
     points: dict[str, PointInfo] = field(default_factory=dict)
-    extra: Obj = field(default_factory=dict)  # workload_hash, server_info, order...
+    extra: dict[str, Any] = field(default_factory=dict)  # workload_hash, server_info, order...
 
     def completed_values(self, metric: str, point: str | None = None) -> list[list[float]]:
         """Round values of `metric`, one list per launch that ran to the end (possibly
@@ -239,13 +244,13 @@ class BenchData:
             launches=launches("launches"),
             warmup_launches=launches("warmup_launches"),
             effective_config=maybe_obj(raw.get("effective_config")),
-            summary=maybe_obj(raw.get("summary")),
+            summary=numbers(raw.get("summary")),
             points={str(k): PointInfo.from_dict(obj(v)) for k, v in obj(raw.get("points")).items()},
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
-        def launches(records: tuple[LaunchRecord, ...]) -> list[Obj] | None:
+    def to_dict(self) -> JSONObject:
+        def launches(records: tuple[LaunchRecord, ...]) -> list[JSONValue] | None:
             return [x.to_dict() for x in records] if records else None
 
         return present({
@@ -254,7 +259,7 @@ class BenchData:
             "launches": launches(self.launches),
             "warmup_launches": launches(self.warmup_launches),
             "effective_config": self.effective_config,
-            "summary": self.summary,
+            "summary": plain(self.summary),
             "points": {k: p.to_dict() for k, p in self.points.items()} or None,
         }) | self.extra  # fmt: skip
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from stackmatrix.findings import Severity
 from stackmatrix.records._read import (
-    Obj,
+    JSONObject,
     extra_keys,
     maybe_obj,
     objs,
@@ -23,11 +23,11 @@ class BuildData:
     """build.json's `data`: the environment built (backend, interpreter, prefix, env) and
     its resolved lock, one {name, version, source, requested} per package."""
 
-    environment: Obj | None = None
-    lock: tuple[Obj, ...] | None = None
+    environment: dict[str, Any] | None = None  # read loosely by the later phases
+    lock: tuple[JSONObject, ...] | None = None
     lock_digest: str | None = None
     python_version: str | None = None  # results of earlier versions
-    extra: Obj = field(default_factory=dict)  # reused, content_hash, timings...
+    extra: JSONObject = field(default_factory=dict)  # reused, content_hash, timings...
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> BuildData:
@@ -40,7 +40,7 @@ class BuildData:
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         return written(self)
 
 
@@ -50,11 +50,11 @@ class CheckData:
     probe and the driver said (the check's inventory and analyses stay in `extra`)."""
 
     verdict: str | None = None
-    target_summary: Obj | None = None  # target -> native | ptx | none | n/a
-    probe: Obj | None = None
-    driver: Obj | None = None
-    timing: Obj | None = None  # "static_scan": "hit" when the scan came from the cache
-    extra: Obj = field(default_factory=dict)
+    target_summary: JSONObject | None = None  # target -> native | ptx | none | n/a
+    probe: JSONObject | None = None
+    driver: JSONObject | None = None
+    timing: JSONObject | None = None  # "static_scan": "hit" when the scan came from the cache
+    extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> CheckData:
@@ -67,7 +67,7 @@ class CheckData:
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         return written(self)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackmatrix.records._read import Obj, extra_keys, obj, string, written
+from stackmatrix.records._read import JSONObject, extra_keys, obj, string, written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,9 +18,9 @@ class PlanCell:
     content_hash: str | None = None
     run_hash: str | None = None
     baseline: bool | None = None
-    definition: Obj = field(default_factory=dict)
-    differs_from_baseline: Obj = field(default_factory=dict)
-    extra: Obj = field(default_factory=dict)
+    definition: JSONObject = field(default_factory=dict)
+    differs_from_baseline: JSONObject = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> PlanCell:
@@ -35,5 +35,5 @@ class PlanCell:
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         return written(self)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from stackmatrix.records._read import (
-    Obj,
+    JSONObject,
     extra_keys,
     integer,
     obj,
@@ -25,7 +25,7 @@ class ReportPolicy:
     confidence: float | None = None
     min_effect: float | None = None
     fail_on: tuple[str, ...] = ()
-    extra: Obj = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ReportPolicy:
@@ -38,13 +38,14 @@ class ReportPolicy:
             extra=extra_keys(raw, cls),
         )
 
-    def to_dict(self) -> Obj:
-        return {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             "headline": self.headline,
             "confidence": self.confidence,
             "min_effect": self.min_effect,
-            "fail_on": list(self.fail_on),
-        } | self.extra
+            "fail_on": [*self.fail_on],
+        }
+        return out | self.extra
 
 
 # written by every run (null when unknown); the others only when they apply
@@ -79,7 +80,7 @@ class RunRecord:
     synthetic: str | None = None  # a note: the results are made up (examples, tests)
     merged_from: tuple[str, ...] | None = None  # set by `stackmatrix merge`
     merge_skipped: tuple[str, ...] | None = None
-    extra: Obj = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def read(cls, run: RunDir) -> RunRecord:
@@ -118,7 +119,7 @@ class RunRecord:
             extra=extra_keys({k: v for k, v in raw.items() if k != "schema_version"}, cls),
         )
 
-    def to_dict(self) -> Obj:
+    def to_dict(self) -> JSONObject:
         """run.json as `RunDir.write_json` writes it (it adds the schema version)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         values["report"] = self.report.to_dict()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from stackmatrix.records._read import JSONObject
 from stackmatrix.report.compat_data import load_toml
 from stackmatrix.report.facts import CellFacts, Fact, package_key, text
 
@@ -109,7 +110,7 @@ class Difference:
     def name(self) -> str:
         return self.key.split(":", 1)[-1]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "key": self.key,
             "baseline": self.baseline,
@@ -131,7 +132,7 @@ class Drift:
     # keys drawn anew at each launch (a seed, a port): never a difference, named once
     volatile: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "intended": [d.to_dict() for d in self.intended],
             "unintended": [d.to_dict() for d in self.unintended],
@@ -144,7 +145,7 @@ def diff(
     cell: CellFacts,
     baseline: CellFacts,
     *,
-    differs: dict[str, Any],
+    differs: Mapping[str, object],
     ranking: Ranking,
     cell_server_args: Sequence[str] = (),
 ) -> Drift:
@@ -238,7 +239,7 @@ def _definition_difference(field: str, values: Any) -> Difference:
     )
 
 
-def _asked_keys(differs: dict[str, Any], cell_server_args: Sequence[str]) -> dict[str, str]:
+def _asked_keys(differs: Mapping[str, object], cell_server_args: Sequence[str]) -> dict[str, str]:
     """The fact keys the definition asks to change, mapped to the field that asks."""
     asked: dict[str, str] = {}
     pins = differs.get("pins")
@@ -316,7 +317,7 @@ def _arg_names(args: Sequence[str] | str) -> set[str]:
 
 
 def _follows_from_channel(
-    key: str, mine: Fact | None, theirs: Fact | None, differs: dict[str, Any]
+    key: str, mine: Fact | None, theirs: Fact | None, differs: Mapping[str, object]
 ) -> str | None:
     """A CUDA-channel change explains local-label changes, the probe's CUDA version and
     the driver that CUDA version needs (not the driver found)."""

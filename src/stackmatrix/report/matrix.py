@@ -11,6 +11,7 @@ from typing import Any
 
 from stackmatrix import __version__
 from stackmatrix.findings import Finding
+from stackmatrix.records._read import JSONObject, plain
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.failures import failure_text
 from stackmatrix.report.mapped import LiveMapped
@@ -40,7 +41,7 @@ class PhaseSummary:
     def ok(self) -> bool:
         return self.status == Status.OK.value
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "phase": self.phase,
             "status": self.status,
@@ -57,7 +58,7 @@ class LaunchRow:
     value: float | None  # median of the headline over its rounds
     rounds: tuple[float, ...]
     outlier: bool
-    env_facts: dict[str, Any]
+    env_facts: JSONObject
     warmup: bool = False  # a discarded warm-up launch, in no statistic
     ready_s: float | None = None  # its server's start-up: from start to ready
     # where the launch ran in the whole run: its 1-based slot in the schedule (None or 0
@@ -69,7 +70,7 @@ class LaunchRow:
     def label(self) -> str:
         return f"W{self.index} (warm-up, discarded)" if self.warmup else f"L{self.index}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "index": self.index,
             "status": self.status,
@@ -93,7 +94,7 @@ class HistoryNote:
     change: float | None  # relative, this run vs the previous one
     trend: tuple[float, ...]  # headline medians, oldest first, this run last
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "previous_value": self.previous_value,
             "previous_created": self.previous_created,
@@ -107,7 +108,7 @@ class CellReport:
     id: str
     is_baseline: bool
     content_hash: str | None
-    definition: dict[str, Any]
+    definition: JSONObject
     phases: tuple[PhaseSummary, ...]
     compat: str  # compatible | warnings | incompatible | build failed | not checked ...
     targets: dict[str, str]  # target -> native | ptx | none | n/a | unknown
@@ -115,7 +116,7 @@ class CellReport:
     problems: tuple[str, ...]
     headline: Interval | None
     launches: tuple[LaunchRow, ...]  # measured launches only
-    summary: dict[str, Any]  # bench summary metrics
+    summary: dict[str, float]  # bench summary metrics
     comparison: Comparison | None
     drift: drift_mod.Drift | None
     distributions: dict[str, dict[str, float]]  # metric -> quantile label -> value
@@ -151,7 +152,7 @@ class CellReport:
     def phase(self, name: str) -> PhaseSummary:
         return next(p for p in self.phases if p.phase == name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "id": self.id,
             "is_baseline": self.is_baseline,
@@ -159,13 +160,13 @@ class CellReport:
             "definition": self.definition,
             "phases": {p.phase: p.to_dict() for p in self.phases},
             "compat": self.compat,
-            "targets": self.targets,
+            "targets": plain(self.targets),
             "verdict": self.verdict.value,
             "reason": self.reason,
             "headline": self.headline.to_dict() if self.headline else None,
             "launches": [launch.to_dict() for launch in self.launches],
             "warmup_launches": [launch.to_dict() for launch in self.warmup_launches],
-            "summary": self.summary,
+            "summary": plain(self.summary),
             "comparison": self.comparison.to_dict() if self.comparison else None,
             "drift": self.drift.to_dict() if self.drift else None,
             "findings": [
@@ -174,8 +175,8 @@ class CellReport:
                 for f in group
             ],
             "problems": list(self.problems),
-            "distributions": self.distributions,
-            "versions": self.versions,
+            "distributions": plain(self.distributions),
+            "versions": plain(self.versions),
             "history": self.history.to_dict() if self.history else None,
             **({"mapped": self.mapped.to_dict()} if self.mapped else {}),
         }
@@ -188,7 +189,7 @@ class PointRow:
     launches: int
     comparison: Comparison | None  # against the baseline at the same point
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "cell": self.cell,
             "value": self.value.to_dict() if self.value else None,
@@ -208,7 +209,7 @@ class LoadPointReport:
     num_prompts: int | None
     rows: tuple[PointRow, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "name": self.name,
             "metric": self.metric,
@@ -237,42 +238,44 @@ class MatrixReport:
     stackmatrix_version: str = __version__
     history: dict[str, HistoryNote] = field(default_factory=dict)
     # RUN/explain/<cell>/explanation.json of `stackmatrix explain`, one per explained cell
-    explanations: tuple[dict[str, Any], ...] = ()
+    explanations: tuple[dict[str, Any], ...] = ()  # read loosely by the renderers
     points: tuple[LoadPointReport, ...] = ()  # [[bench.points]], in the spec's order
     protocol: Protocol | None = None  # the launch plan, GPU time, drift over time
 
     def cell(self, cell_id: str) -> CellReport:
         return next(c for c in self.cells if c.id == cell_id)
 
-    def to_dict(self) -> dict[str, Any]:
-        return (
-            {
-                "schema_version": SCHEMA_VERSION,
-                "stackmatrix_version": self.stackmatrix_version,
-                "spec_name": self.spec_name,
-                "spec_hash": self.spec_hash,
-                "created": self.created,
-                "baseline": self.baseline,
-                "targets": list(self.targets),
-                "headline": self.headline,
-                "thresholds": {
-                    "confidence": self.thresholds.confidence,
-                    "min_effect": self.thresholds.min_effect,
-                    "max_halfwidth": self.thresholds.max_halfwidth,
-                },
-                "fail_on": list(self.fail_on),
-                "order": self.order,
-                "sample_unit": self.sample_unit,
-                "notes": list(self.notes),
-                "calibration": (
-                    {"cell": self.calibration[0], **self.calibration[1].to_dict()}
-                    if self.calibration
-                    else None
-                ),
-                "cells": [c.to_dict() for c in self.cells],
-                "spec": self.spec_text,
-            }
-            | ({"explanations": list(self.explanations)} if self.explanations else {})
-            | ({"points": [pt.to_dict() for pt in self.points]} if self.points else {})
-            | ({"protocol": self.protocol.to_dict()} if self.protocol else {})
-        )
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
+            "schema_version": SCHEMA_VERSION,
+            "stackmatrix_version": self.stackmatrix_version,
+            "spec_name": self.spec_name,
+            "spec_hash": self.spec_hash,
+            "created": self.created,
+            "baseline": self.baseline,
+            "targets": list(self.targets),
+            "headline": self.headline,
+            "thresholds": {
+                "confidence": self.thresholds.confidence,
+                "min_effect": self.thresholds.min_effect,
+                "max_halfwidth": self.thresholds.max_halfwidth,
+            },
+            "fail_on": list(self.fail_on),
+            "order": self.order,
+            "sample_unit": self.sample_unit,
+            "notes": list(self.notes),
+            "calibration": (
+                {"cell": self.calibration[0], **self.calibration[1].to_dict()}
+                if self.calibration
+                else None
+            ),
+            "cells": [c.to_dict() for c in self.cells],
+            "spec": self.spec_text,
+        }
+        if self.explanations:
+            out["explanations"] = list(self.explanations)
+        if self.points:
+            out["points"] = [pt.to_dict() for pt in self.points]
+        if self.protocol:
+            out["protocol"] = self.protocol.to_dict()
+        return out

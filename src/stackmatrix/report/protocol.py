@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from stackmatrix.records._read import JSONObject, plain
 from stackmatrix.report._tdist import t_ppf
 from stackmatrix.report.load import CellResults
 
@@ -24,7 +24,7 @@ class Drift:
     high: float
     launches: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"per_cycle": self.per_cycle, "low": self.low, "high": self.high,
                 "launches": self.launches}  # fmt: skip
 
@@ -41,16 +41,16 @@ class Drift:
 
 @dataclass(frozen=True, kw_only=True)
 class Protocol:
-    plan: dict[str, Any] | None  # bench.json's launch_plan of the baseline (adaptive runs)
+    plan: JSONObject | None  # bench.json's launch_plan of the baseline (adaptive runs)
     launches: dict[str, int]  # measured launches per cell
     gpu_minutes: float  # every launch's wall time x the GPUs its cell holds (warm-ups too)
     saved_minutes: float | None  # against the fixed maximum, for adaptive plans
     drift: Drift | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "plan": self.plan,
-            "launches": self.launches,
+            "launches": plain(self.launches),
             "gpu_minutes": self.gpu_minutes,
             "saved_minutes": self.saved_minutes,
             "drift": self.drift.to_dict() if self.drift else None,
@@ -62,11 +62,12 @@ class Protocol:
         shown = "-".join(str(c) for c in (counts[0], counts[-1]) if counts) if counts else "0"
         if len(counts) == 1:
             shown = str(counts[0])
-        if self.plan and self.plan.get("max", 0) > self.plan.get("min", 0):
+        low, high = _bound(self.plan, "min"), _bound(self.plan, "max")
+        if self.plan and high > low:
             stopped = self.plan.get("stopped") or "not finished"
             out.append(
-                f"Adaptive launches: {shown} per cell of {self.plan['min']} to "
-                f"{self.plan['max']} ({stopped}); each look at the verdict used "
+                f"Adaptive launches: {shown} per cell of {low} to "
+                f"{high} ({stopped}); each look at the verdict used "
                 f"alpha / {self.plan.get('looks', 1)}, so repeated looks keep the error rates."
             )
         if self.gpu_minutes > 0:
@@ -77,6 +78,12 @@ class Protocol:
         if self.drift is not None:
             out.append(self.drift.sentence())
         return out
+
+
+def _bound(plan: Mapping[str, object] | None, key: str) -> int:
+    """The launch plan's `min` or `max` (0 where it has none)."""
+    value = plan.get(key, 0) if plan else 0
+    return value if isinstance(value, int) else 0
 
 
 def protocol(cells: Sequence[CellResults], baseline: str, headline: str) -> Protocol | None:
@@ -107,16 +114,17 @@ def _minutes(cell: CellResults) -> float:
     return sum(_durations(cell)) * _gpus(cell)
 
 
-def _saved(cells: Sequence[CellResults], plan: dict[str, Any] | None) -> float | None:
+def _saved(cells: Sequence[CellResults], plan: Mapping[str, object] | None) -> float | None:
     """The launches an adaptive plan did not run (up to its maximum, per cell), at each
     cell's median launch time."""
-    if not plan or not isinstance(plan.get("max"), int):
+    high = plan.get("max") if plan else None
+    if not isinstance(high, int):
         return None
     saved = 0.0
     for cell in cells:
         durations = _durations(cell)
         if durations:
-            left = max(0, plan["max"] - len(cell.bench.launches))
+            left = max(0, high - len(cell.bench.launches))
             saved += left * statistics.median(durations) * _gpus(cell)
     return saved
 

@@ -29,8 +29,9 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
+from stackmatrix.records._read import JSONObject
 from stackmatrix.report._tdist import t_cdf, t_ppf
 from stackmatrix.report.estimate import (
     Blocks,
@@ -102,7 +103,7 @@ class Samples:
     def median(self) -> float | None:
         return statistics.median(self.values) if self.values else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "values": list(self.values),
             "unit": self.unit,
@@ -141,7 +142,7 @@ class Interval:
     n: int
     unit: SampleUnit
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "center": self.center,
             "median": self.median,
@@ -204,7 +205,7 @@ class Comparison:
     def change(self) -> float | None:
         return None if self.ratio is None else self.ratio - 1.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "metric": self.metric,
             "verdict": self.verdict.value,
@@ -230,6 +231,15 @@ class Comparison:
         }
 
 
+class _Common(TypedDict):
+    """What every comparison of one metric shares, decided or not."""
+
+    metric: str
+    confidence: float
+    looks: int
+    rejected: tuple[str, ...]
+
+
 def compare(
     cell: Sequence[Sequence[float]],
     baseline: Sequence[Sequence[float]],
@@ -251,7 +261,7 @@ def compare(
               slots[0] if slots else None)  # fmt: skip
     b = side(baseline, blocks[1] if blocks else None, "baseline", th.min_effect,
               slots[1] if slots else None)  # fmt: skip
-    common: dict[str, Any] = {"metric": metric, "confidence": th.confidence, "looks": th.looks,
+    common: _Common = {"metric": metric, "confidence": th.confidence, "looks": th.looks,
                               "rejected": (*a.rejected, *b.rejected)}  # fmt: skip
     est = estimate(a, b)
     if est is None:
@@ -260,7 +270,7 @@ def compare(
                    medians=medians_ratio(a, b))  # fmt: skip
 
 
-def _rounds_only(a: Side, b: Side, th: Thresholds, common: dict[str, Any]) -> Comparison:
+def _rounds_only(a: Side, b: Side, th: Thresholds, common: _Common) -> Comparison:
     """One launch on a side: its rounds are the samples, which say nothing about launch
     noise; never decided, whatever the rounds say."""
     xs = [v for r in a.rounds for v in r]
@@ -285,7 +295,7 @@ def _rounds_only(a: Side, b: Side, th: Thresholds, common: dict[str, Any]) -> Co
 def _decide(
     est: Estimate,
     th: Thresholds,
-    common: dict[str, Any],
+    common: _Common,
     *,
     n: tuple[int, int],
     medians: float | None,

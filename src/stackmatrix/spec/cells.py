@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -45,9 +45,13 @@ MAX_CELLS = 1000  # the spec is expanded whole
 # that a duplicate is reported with both places, whichever table produced it.
 CellIds = list[tuple[str, str]]
 
+# A table of cell fields as the TOML file has it (its values not yet checked), and
+# where it comes from: the layers a cell is merged from.
+Layer = tuple[str, Mapping[str, object]]
+
 
 def explicit_cells(
-    raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems, ids: CellIds
+    raw: Mapping[str, Any], defaults: Mapping[str, object], p: Problems, ids: CellIds
 ) -> list[Cell]:
     tables = raw.get("cell", [])
     if not isinstance(tables, list):
@@ -70,7 +74,7 @@ def explicit_cells(
 
 
 def axis_cells(
-    raw: Mapping[str, Any], defaults: dict[str, Any], p: Problems, ids: CellIds
+    raw: Mapping[str, Any], defaults: Mapping[str, object], p: Problems, ids: CellIds
 ) -> list[Cell]:
     axes = get_table(raw, "axes", "", p)
     include = get_table_list(raw, "include", p)
@@ -94,7 +98,7 @@ def axis_cells(
               f"{MAX_CELLS} cells: split the matrix into several specs")  # fmt: skip
         return []
     product = itertools.product(*values.values())
-    combos = [dict(zip(values, combo, strict=True)) for combo in product]
+    combos = [_Combo(dict(zip(values, combo, strict=True))) for combo in product]
     combos = _without_excluded(combos, exclude)
     _check_excludes(values, exclude, p)
     extra_cells = _apply_includes(combos, values, include, defaults, p, ids)
@@ -108,10 +112,18 @@ def axis_cells(
     return cells + extra_cells
 
 
-AxisEntry = tuple[str, dict[str, Any]]  # (label, cell fields)
+AxisEntry = tuple[str, Mapping[str, object]]  # (label, cell fields)
 
 
-def _axis_values(name: str, vals: Any, p: Problems) -> list[AxisEntry]:
+@dataclass
+class _Combo:
+    """One combination of the axes: each axis's entry, and the includes that extend it."""
+
+    entries: dict[str, AxisEntry]
+    includes: list[Layer] = field(default_factory=list)
+
+
+def _axis_values(name: str, vals: object, p: Problems) -> list[AxisEntry]:
     path = join("axes", name)
     if not isinstance(vals, list):
         p.add(path, f"an axis is an array of values, got {type_name(vals)}")
@@ -130,7 +142,7 @@ def _axis_values(name: str, vals: Any, p: Problems) -> list[AxisEntry]:
     return entries
 
 
-def _axis_entry(axis: str, i: int, val: Any, p: Problems) -> AxisEntry | None:
+def _axis_entry(axis: str, i: int, val: object, p: Problems) -> AxisEntry | None:
     path = join(join("axes", axis), i)
     if isinstance(val, dict):
         body = {k: v for k, v in val.items() if k != "label"}
@@ -151,19 +163,19 @@ def _axis_entry(axis: str, i: int, val: Any, p: Problems) -> AxisEntry | None:
     return label, {axis: val}
 
 
-def _key(selector: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _key(selector: Mapping[str, object]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     axes = tuple(sorted(selector))
     return axes, tuple(str(selector[a]) for a in axes)
 
 
-def _labels(combo: Mapping[str, Any], axes: tuple[str, ...]) -> tuple[str, ...] | None:
+def _labels(combo: Mapping[str, AxisEntry], axes: tuple[str, ...]) -> tuple[str, ...] | None:
     if not all(a in combo for a in axes):
         return None
     return tuple(combo[a][0] for a in axes)
 
 
-def _without_excluded(combos: list[dict[str, Any]],
-                      exclude: list[dict[str, Any]]) -> list[dict[str, Any]]:  # fmt: skip
+def _without_excluded(combos: list[_Combo],
+                      exclude: Sequence[Mapping[str, object]]) -> list[_Combo]:  # fmt: skip
     """Excludes indexed by the axes they name: one set lookup per combination and axis
     set, not one comparison per exclude (40,000 excludes took minutes)."""
     index: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
@@ -172,21 +184,22 @@ def _without_excluded(combos: list[dict[str, Any]],
         index.setdefault(axes, set()).add(labels)
     return [
         c for c in combos
-        if not any(_labels(c, axes) in wanted for axes, wanted in index.items())
+        if not any(_labels(c.entries, axes) in wanted for axes, wanted in index.items())
     ]  # fmt: skip
 
 
-def _by_labels(combos: list[dict[str, Any]],
-               axes: tuple[str, ...]) -> dict[tuple[str, ...], list[dict[str, Any]]]:  # fmt: skip
-    out: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+def _by_labels(combos: list[_Combo],
+               axes: tuple[str, ...]) -> dict[tuple[str, ...], list[_Combo]]:  # fmt: skip
+    out: dict[tuple[str, ...], list[_Combo]] = {}
     for c in combos:
-        labels = _labels(c, axes)
+        labels = _labels(c.entries, axes)
         if labels is not None:
             out.setdefault(labels, []).append(c)
     return out
 
 
-def _check_excludes(values: Mapping[str, list[AxisEntry]], exclude: list[dict[str, Any]],
+def _check_excludes(values: Mapping[str, list[AxisEntry]],
+                    exclude: Sequence[Mapping[str, object]],
                     p: Problems) -> None:  # fmt: skip
     labels = {axis: {label for label, _ in entries} for axis, entries in values.items()}
     for i, ex in enumerate(exclude):
@@ -197,27 +210,27 @@ def _check_excludes(values: Mapping[str, list[AxisEntry]], exclude: list[dict[st
                 p.add(join(join("exclude", i), key), f"{val!r} is not a label of axis {key!r}")
 
 
-def _apply_includes(combos: list[dict[str, Any]], values: Mapping[str, list[AxisEntry]],
-                    include: list[dict[str, Any]], defaults: dict[str, Any], p: Problems,
-                    ids: CellIds) -> list[Cell]:  # fmt: skip
+def _apply_includes(combos: list[_Combo], values: Mapping[str, list[AxisEntry]],
+                    include: Sequence[Mapping[str, object]], defaults: Mapping[str, object],
+                    p: Problems, ids: CellIds) -> list[Cell]:  # fmt: skip
     """GitHub-Actions semantics: an include that matches combinations extends them;
     one that matches none is a cell of its own (it then needs an id), with the
     [defaults] like a [[cell]] table."""
     extra: list[Cell] = []
-    index: dict[tuple[str, ...], dict[tuple[str, ...], list[dict[str, Any]]]] = {}
+    index: dict[tuple[str, ...], dict[tuple[str, ...], list[_Combo]]] = {}
     for i, inc in enumerate(include):
         path = join("include", i)
         selector = {k: v for k, v in inc.items() if k in values}
         body = {k: v for k, v in inc.items() if k not in values}
         p.unknown_keys(path, body, CELL_KEYS)
-        hits: list[dict[str, Any]] = []
+        hits: list[_Combo] = []
         if selector:
             axes, labels = _key(selector)
             if axes not in index:
                 index[axes] = _by_labels(combos, axes)
             hits = index[axes].get(labels, [])
         for combo in hits:
-            combo.setdefault("__include__", []).append((path, body))
+            combo.includes.append((path, body))
         if hits:
             continue
         if "id" not in body:
@@ -230,15 +243,16 @@ def _apply_includes(combos: list[dict[str, Any]], values: Mapping[str, list[Axis
     return extra
 
 
-def _combo_cell(combo: dict[str, Any], values: Mapping[str, list[AxisEntry]],
-                defaults: dict[str, Any], p: Problems, ids: CellIds) -> Cell | None:  # fmt: skip
-    layers: list[tuple[str, dict[str, Any]]] = [("defaults", defaults)]
+def _combo_cell(combo: _Combo, values: Mapping[str, list[AxisEntry]],
+                defaults: Mapping[str, object], p: Problems,
+                ids: CellIds) -> Cell | None:  # fmt: skip
+    layers: list[Layer] = [("defaults", defaults)]
     labels = []
     for axis in values:
-        label, body = combo[axis]
+        label, body = combo.entries[axis]
         labels.append((axis, label))
         layers.append((join("axes", axis), body))
-    layers += combo.get("__include__", [])
+    layers += combo.includes
     cell_id = "-".join(label for _, label in labels)
     if not any("id" in body for _, body in layers):
         layers.append(("axes", {"id": cell_id}))
@@ -250,43 +264,44 @@ def _combo_cell(combo: dict[str, Any], values: Mapping[str, list[AxisEntry]],
 # ---------------------------------------------------------------- one cell
 
 
-def _merge(layers: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
+def _merge(layers: Sequence[Layer]) -> tuple[dict[str, object], dict[str, str]]:
     """Later layers override scalars, extend lists (a later pin of the same package
     replaces the earlier one) and merge env tables. Returns values and their paths."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     where: dict[str, str] = {}
     for path, body in layers:
         for key, val in body.items():
             where[key] = join(path, key)
-            if key == "pins" and isinstance(val, list) and isinstance(merged.get(key), list):
-                merged[key] = _merge_pins(merged[key], val)
-            elif key in LIST_FIELDS and isinstance(val, list) and isinstance(merged.get(key), list):
-                merged[key] = [*merged[key], *val]
-            elif key == "env" and isinstance(val, dict) and isinstance(merged.get(key), dict):
-                merged[key] = {**merged[key], **val}
+            old = merged.get(key)
+            if key == "pins" and isinstance(val, list) and isinstance(old, list):
+                merged[key] = _merge_pins(old, val)
+            elif key in LIST_FIELDS and isinstance(val, list) and isinstance(old, list):
+                merged[key] = [*old, *val]
+            elif key == "env" and isinstance(val, dict) and isinstance(old, dict):
+                merged[key] = {**old, **val}
             else:
                 merged[key] = val
     return merged, where
 
 
-def _merge_pins(old: list[Any], new: list[Any]) -> list[Any]:
+def _merge_pins(old: list[object], new: list[object]) -> list[object]:
     names = {_pin_name(x) for x in new} - {None}
     return [x for x in old if _pin_name(x) not in names] + new
 
 
-def _pin_name(pin: Any) -> str | None:
+def _pin_name(pin: object) -> str | None:
     try:
         return canonicalize_name(Requirement(pin).name) if isinstance(pin, str) else None
     except InvalidRequirement:
         return None
 
 
-def _make_cell(layers: list[tuple[str, dict[str, Any]]], axes: tuple[tuple[str, str], ...],
+def _make_cell(layers: Sequence[Layer], axes: tuple[tuple[str, str], ...],
                p: Problems, ids: CellIds | None) -> Cell | None:  # fmt: skip
     v, where = _merge(layers)
     before = len(p.items)
-    if ids is not None and isinstance(v.get("id"), str):
-        ids.append((v["id"], where["id"]))
+    if ids is not None and isinstance(given := v.get("id"), str):
+        ids.append((given, where["id"]))
 
     def path(key: str) -> str:
         return where.get(key, key)
@@ -323,7 +338,7 @@ _LAYER_FLAGS = ("offline", "no_deps")
 _INHERIT_RE = re.compile(r"^(current|/[^\x00]*)$")
 
 
-def _check_layering(kwargs: Mapping[str, Any], path: Callable[[str], str], p: Problems) -> None:
+def _check_layering(kwargs: Mapping[str, object], path: Callable[[str], str], p: Problems) -> None:
     backend = kwargs.get("backend")
     for flag in ("inherit", *_LAYER_FLAGS):
         if kwargs.get(flag) and backend not in (None, "venv"):

@@ -211,7 +211,7 @@ def test_only_findings_about_a_latent_file_are_marked() -> None:
 
 def _cell(summary: dict[str, str], serving: dict[str, Any] | None) -> CellResults:
     extra = {"serving_path": serving} if serving is not None else {}
-    check = CheckData(target_summary=summary, extra=extra)
+    check = CheckData(target_summary=cast(Any, summary), extra=cast(Any, extra))
     return cast(CellResults, SimpleNamespace(check=check))
 
 

@@ -5,6 +5,8 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
 from stackmatrix.report import load
 from stackmatrix.report.load import load_run, read_requests
 
@@ -38,7 +40,9 @@ def test_the_report_finds_the_compressed_copy(tmp_path: Path) -> None:
     assert [list(read_requests(p)) for p in found] == before and before[0]
 
 
-def test_a_file_that_expands_without_end_is_cut_short(tmp_path: Path, monkeypatch) -> None:
+def test_a_file_that_expands_without_end_is_cut_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(load, "REQUESTS_LIMIT", 1 << 20)
     line = json.dumps(RECORDS[0]).encode() + b"\n"
     bomb = tmp_path / "requests-L1-R1.jsonl.gz"
