@@ -121,8 +121,9 @@ def _scontrol(job_id: str) -> JobState | None:
     fields = dict(_FIELD.findall(result.output))
     if "JobState" not in fields:
         return None
-    return JobState(job_id=job_id, state=_base(fields["JobState"]),
-                    reason=_none(fields.get("Reason", "")), node=_none(fields.get("NodeList", "")),
+    state, reason = fields["JobState"], fields.get("Reason", "")
+    return JobState(job_id=job_id, state=_base(state), reason=_reason(state, reason),
+                    node=_none(fields.get("NodeList", "")),
                     exit_code=fields.get("ExitCode", ""))  # fmt: skip
 
 
@@ -143,6 +144,12 @@ def _sacct(ids: Sequence[str]) -> dict[str, JobState]:
     return parse_sacct(result.output, ids)
 
 
+def _reason(state: str, reason: str) -> str:
+    """Slurm's reason, except the pending reason (Dependency, Priority) that a completed
+    job's record still carries: it explains nothing about how the job ended."""
+    return "" if _base(state) == "COMPLETED" else _none(reason)
+
+
 def parse_sacct(text: str, ids: Sequence[str]) -> dict[str, JobState]:
     """sacct's `--parsable2 --format=SACCT_FIELDS` lines, for these job ids. A requeued
     job has a line per run when asked with --duplicates: the last (newest) wins."""
@@ -152,7 +159,7 @@ def parse_sacct(text: str, ids: Sequence[str]) -> dict[str, JobState]:
         if len(parts) != len(SACCT_FIELDS) or parts[0] not in ids:
             continue
         job_id, state, reason, node, exit_code = parts
-        out[job_id] = JobState(job_id=job_id, state=_base(state), reason=_none(reason),
+        out[job_id] = JobState(job_id=job_id, state=_base(state), reason=_reason(state, reason),
                                node=_none(node), exit_code=exit_code)  # fmt: skip
     return out
 

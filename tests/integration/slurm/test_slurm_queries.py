@@ -122,3 +122,13 @@ def test_without_accounting_or_its_record_the_end_comes_from_scontrol(bin_dir: P
     _tool(bin_dir, "sacct", 'echo "12|RUNNING|None|gpu01|0:0"')
     assert _slurmctl.states(["12"])["12"].state == "COMPLETED"
     assert (bin_dir / "scontrol.argv").read_text().count("show job 12") == 2
+
+
+def test_a_completed_job_keeps_no_pending_reason() -> None:
+    """sacct keeps the reason a job last waited for (`116|COMPLETED|Dependency|vm|0:0`,
+    as Slurm 22.05 printed it here): it says nothing of how the job ended."""
+    found = _slurmctl.parse_sacct("116|COMPLETED|Dependency|vm|0:0\n", ["116"])
+    assert found["116"] == _slurmctl.JobState(job_id="116", state="COMPLETED", node="vm",
+                                              exit_code="0:0")  # fmt: skip
+    failed = _slurmctl.parse_sacct("117|FAILED|NonZeroExitCode|vm|3:0\n", ["117"])
+    assert failed["117"].reason == "NonZeroExitCode"
