@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Produces the GPU examples under reports/examples/ on the lent H200 machine (no
+# Produces the GPU examples under reports/examples/ on an H200 host (no
 # network there: the serving packages `transformers serve` needs, and aiohttp for the
 # client benchmark's timing server, are carried as wheels in .devwheels/, made with
 # `pip download --python-version 3.12 --only-binary=:all: --platform

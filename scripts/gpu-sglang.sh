@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs an SGLang spec (matrix/h200-sglang*.toml) on the lent H200 (no network there).
+# Runs an SGLang spec (matrix/h200-sglang*.toml) on an H200 host (no network there).
 # Carried in .kit/ (ignored by git):
 #   k<v>/sglang-kit-part1.tar.xz   offline kits (scripts/make-kit.sh scripts/kits/sglang-<v>.pins)
 #   make-tiny-kimi.py              the weight-less Kimi K2 slice maker (../shared/gpu-kit)
