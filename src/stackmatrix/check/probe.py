@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -88,8 +89,12 @@ def run_probe(
 ) -> dict[str, Any]:
     """The probe JSON of the interpreter `python` (an argv prefix)."""
     argv = probe_argv(python, modules, engine=engine, serving_modules=serving_modules)
+    # The environment's variables on top of ours, never instead of them: the docker
+    # backend's `python` is the docker CLI, which needs DOCKER_HOST, DOCKER_CONFIG and
+    # HOME to reach the engine that built the image (a rootless engine, a second one).
+    merged = None if env is None else {**os.environ, **env}
     try:
-        result = _proc.run(argv, log_path=log_path, timeout=timeout, env=env)
+        result = _proc.run(argv, log_path=log_path, timeout=timeout, env=merged)
     except FileNotFoundError as exc:
         raise ProbeFailed(f"cannot run {python[0]!r}: {exc}") from exc
     if result.timed_out:

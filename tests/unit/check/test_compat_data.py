@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -79,7 +80,17 @@ def test_verdict_of() -> None:
     assert verdict_of([f(Severity.WARN), f(Severity.FAIL)]) == "incompatible"
 
 
+def _without_behaviour_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe reports the behaviour variables it sees, ours included: none of ours."""
+    from stackmatrix.check import _probe_script
+
+    for name in list(os.environ):
+        if name.startswith(_probe_script.ENV_PREFIXES) or name in _probe_script.ENV_NAMES:
+            monkeypatch.delenv(name)
+
+
 def test_probe_runs_without_stackmatrix_and_redacts(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_behaviour_env(monkeypatch)
     env = {
         "PATH": "/usr/bin:/bin",
         "NCCL_DEBUG": "INFO",
@@ -98,6 +109,17 @@ def test_probe_runs_without_stackmatrix_and_redacts(monkeypatch: pytest.MonkeyPa
     if not data["gpu"]["cuda_available"]:
         assert data["smoke"]["ok"] is None and data["gpu"]["devices"] == []
     assert "s3cret" not in json.dumps(data)
+
+
+def test_probe_env_adds_to_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell's env is laid over the environment that runs stackmatrix, never put in
+    its place: the docker backend's probe is the docker CLI, which finds its engine
+    through DOCKER_HOST (a rootless or second engine) and its config through HOME."""
+    _without_behaviour_env(monkeypatch)
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "from-the-host")
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    data = probe.run_probe([sys.executable, "-I"], modules=["json"], env={"NCCL_DEBUG": "INFO"})
+    assert data["env"] == {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "from-the-host"}
 
 
 def test_probe_parse_output_needs_marker() -> None:
