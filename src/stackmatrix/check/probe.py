@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc, engine_registry
+from stackmatrix.check import relevance
 from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ def probe_check(
         if res.get("installed") and not res.get("ok"):
             out.append(_import_finding(name, res.get("error", {}), data, cell))
     out += _serving_findings(data.get("serving"), cell)
+    out += _entry_findings(data, cell)
     if not data.get("gpu", {}).get("cuda_available"):
         out.append(
             Finding(
@@ -182,6 +184,51 @@ def _serving_findings(serving: Any, cell: str | None) -> list[Finding]:
             details={"modules": attempts},
         )
     ]
+
+
+def _entry_findings(data: dict[str, Any], cell: str | None) -> list[Finding]:
+    """The server's own entry module failing to import. Its later entry modules are
+    fallbacks (a lighter module of the same engine) that keep the loaded set known; they
+    do not make the server start. SM-SERVING-IMPORT-FAILED (fail) when the error is one
+    a GPU host would raise too; SM-SERVING-PARTIAL (info) when only the driver's
+    libcuda.so.1 is missing here, so the loaded set is a part of the serving path."""
+    serving = data.get("serving")
+    entry = _failed_entry(serving) if isinstance(serving, dict) else None
+    if entry is None:
+        return []
+    assert isinstance(serving, dict)
+    name, err = str(entry.get("module")), entry.get("error") or {}
+    text = f"{err.get('type')}: {str(err.get('message')).strip()[:600]}"
+    if _DRIVER_MISSING.search(str(err.get("message"))) and not _has_gpu(data):
+        imported = serving.get("imported")
+        code, severity = "SM-SERVING-PARTIAL", Severity.INFO
+        message = (
+            f"the server's entry module {name} needs the NVIDIA driver's libcuda.so.1, "
+            "which this machine lacks; which libraries the server loads is judged from "
+            f"{imported or 'nothing'}, a part of its serving path, and is read again on a "
+            "GPU host"
+        )
+    else:
+        code, severity = "SM-SERVING-IMPORT-FAILED", Severity.FAIL
+        cannot = "fails to import, so the server cannot start"
+        message = f"the server's entry module {name} {cannot}: {text}"
+    finding = Finding(
+        code=code, severity=severity, cell=cell, subject=name, message=message,
+        details={"error": err},
+    )  # fmt: skip
+    return [finding]
+
+
+def _failed_entry(serving: dict[str, Any]) -> dict[str, Any] | None:
+    """The first entry module that failed for a reason other than its absence from this
+    version (an older engine without it), before the one that imported."""
+    imported = serving.get("imported")
+    for attempt in serving.get("modules", []):
+        if not isinstance(attempt, dict) or attempt.get("module") == imported:
+            return None
+        if not attempt.get("ok") and not relevance.absent(attempt):
+            return attempt
+    return None
 
 
 def _attempt_text(attempt: dict[str, Any]) -> str:

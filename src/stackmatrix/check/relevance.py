@@ -66,7 +66,7 @@ def loaded_set(probe_data: Mapping[str, Any] | None, root: Path) -> LoadedSet | 
     failed = {
         str(a.get("module", "")).split(".", 1)[0]
         for a in serving.get("modules", [])
-        if isinstance(a, dict) and not a.get("ok") and not _absent(a)
+        if isinstance(a, dict) and not a.get("ok") and not absent(a)
     }
     return LoadedSet(
         identities=frozenset(i for f in files if (i := _identity(f)) is not None),
@@ -76,7 +76,7 @@ def loaded_set(probe_data: Mapping[str, Any] | None, root: Path) -> LoadedSet | 
     )
 
 
-def _absent(attempt: Mapping[str, Any]) -> bool:
+def absent(attempt: Mapping[str, Any]) -> bool:
     """An import that failed only because that very module is not in this version
     (vllm._C_stable_libtorch before the stable-ABI build): nothing the server would load
     failed, so the package's files can still be latent. A missing dependency names
