@@ -19,6 +19,7 @@ torch's CUDA major, an import error).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -28,6 +29,7 @@ from stackmatrix.findings import Finding
 
 # about the driver's libraries, which the driver provides to every process alike
 _NEVER_LATENT = frozenset({"SM-DRIVER-LIB-ABSENT"})
+_MISSING = re.compile(r"No module named '([\w.]+)'")
 LATENT_NOTE = "latent: the serving process does not load this file"
 
 
@@ -77,16 +79,19 @@ def loaded_set(probe_data: Mapping[str, Any] | None, root: Path) -> LoadedSet | 
 
 
 def absent(attempt: Mapping[str, Any]) -> bool:
-    """An import that failed only because that very module is not in this version
-    (vllm._C_stable_libtorch before the stable-ABI build): nothing the server would load
-    failed, so the package's files can still be latent. A missing dependency names
-    another module and stays a failure."""
+    """An import that failed only because that very module, or a subpackage of its
+    package on the way to it, is not in this version (vllm._C_stable_libtorch before
+    the stable-ABI build; an engine release without `srt.entrypoints`): nothing the
+    server would load failed, so the package's files can still be latent. A missing
+    dependency names another module, and a missing top-level package means the engine
+    is not installed at all: both stay failures."""
     error = attempt.get("error")
-    return (
-        isinstance(error, dict)
-        and error.get("type") == "ModuleNotFoundError"
-        and error.get("message") == f"No module named {str(attempt.get('module'))!r}"
-    )
+    if not isinstance(error, dict) or error.get("type") != "ModuleNotFoundError":
+        return False
+    module = str(attempt.get("module"))
+    missing = _MISSING.fullmatch(str(error.get("message")))
+    name = missing.group(1) if missing else ""
+    return name == module or ("." in name and module.startswith(name + "."))
 
 
 def latent_files(

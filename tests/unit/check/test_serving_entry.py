@@ -73,3 +73,18 @@ def test_an_entry_that_imports_needs_nothing_said(tmp_path: Path) -> None:
     outcome = _check(tmp_path, "", ["srv", "srvlight"])
     assert _codes(outcome) == {}
     assert outcome.data["probe"]["serving"]["imported"] == "srv"
+
+
+def test_a_subpackage_absent_from_this_version_is_no_failure(tmp_path: Path) -> None:
+    # an engine release whose package has no `entrypoints` subpackage yet
+    outcome = _check(tmp_path, "", ["srv.entrypoints.http", "srvlight"])
+    assert _codes(outcome) == {}
+    assert outcome.data["probe"]["serving"]["imported"] == "srvlight"
+
+
+def test_an_engine_that_is_not_installed_cannot_serve(tmp_path: Path) -> None:
+    # the cuda-images `trap` cell: torch, sgl-kernel and flashinfer, no sglang
+    outcome = _check(tmp_path, "", ["noengine.srt.http_server", "srvlight"])
+    failed = [f for f in outcome.findings if f.code == "SM-SERVING-IMPORT-FAILED"]
+    assert len(failed) == 1 and "No module named 'noengine'" in failed[0].message
+    assert outcome.verdict == "incompatible"
