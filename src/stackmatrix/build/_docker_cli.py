@@ -8,11 +8,12 @@ import logging
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
+from stackmatrix.records._read import JSONObject, obj
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,31 @@ class ContainerEngine:
 @dataclass(frozen=True, kw_only=True)
 class EngineProblem:
     message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageInfo:
+    """What the backend reads of `docker image inspect`."""
+
+    id: str
+    size: int = 0  # bytes, of every layer
+    created: str = ""
+    labels: dict[str, str] = field(default_factory=dict)  # Config.Labels
+    layers: tuple[str, ...] = ()  # RootFS.Layers, the base's first
+    repo_digests: tuple[str, ...] = ()  # none for an image that was built or imported here
+
+    @classmethod
+    def of(cls, raw: Mapping[str, object]) -> ImageInfo:
+        config, rootfs, size = obj(raw.get("Config")), obj(raw.get("RootFS")), raw.get("Size")
+        labels = obj(config.get("Labels"))
+        return cls(
+            id=str(raw.get("Id")),
+            size=int(size) if isinstance(size, int | float | str) and size else 0,
+            created=str(raw.get("Created", "")),
+            labels={k: v for k, v in labels.items() if isinstance(v, str)},
+            layers=tuple(str(x) for x in _items(rootfs.get("Layers"))),
+            repo_digests=tuple(str(x) for x in _items(raw.get("RepoDigests"))),
+        )
 
 
 def docker_executable() -> str | None:
@@ -60,8 +86,8 @@ def probe_engine() -> ContainerEngine | EngineProblem:
             f"{_last_line(res.output)!r}); start dockerd (as root, CI runs "
             ".ci/start-dockerd.sh) or point DOCKER_HOST at a running engine"
         )
-    client = str(info.get("Client", {}).get("Version", "?"))
-    server = str(info["Server"].get("Version", "?"))
+    client = str(obj(info.get("Client")).get("Version", "?"))
+    server = str(obj(info["Server"]).get("Version", "?"))
     return ContainerEngine(
         docker=docker,
         client_version=client,
@@ -87,7 +113,7 @@ def _major(version: str) -> int:
     return int(head) if head.isdigit() else 0
 
 
-def _json_or_none(text: str) -> dict[str, Any] | None:
+def _json_or_none(text: str) -> JSONObject | None:
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("{"):
@@ -104,8 +130,15 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def image_info(docker: str, ref: str) -> ImageInfo | None:
+    """The image's fields the backend reads, or None when it doesn't exist locally."""
+    image = inspect_image(docker, ref)
+    return ImageInfo.of(image) if image is not None else None
+
+
 def inspect_image(docker: str, ref: str) -> dict[str, Any] | None:
-    """`docker image inspect` of one image, or None when it doesn't exist locally."""
+    """`docker image inspect` of one image as docker wrote it (the integration tests read
+    its fields), or None when it doesn't exist locally. The backend reads `image_info`."""
     res = _proc.run([docker, "image", "inspect", ref], timeout=QUERY_TIMEOUT_S)
     if not res.ok:
         return None
@@ -116,29 +149,27 @@ def inspect_image(docker: str, ref: str) -> dict[str, Any] | None:
     return data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else None
 
 
-def base_changed(docker: str, image: Mapping[str, Any]) -> str | None:
+def base_changed(docker: str, image: ImageInfo) -> str | None:
     """Why `image`, one of ours, is no longer built on its base (the image named by its
     `stackmatrix.base_image` label was rebuilt since), or None. The content hash names
     the base, not its id: here the base's layers must still be the first layers of the
     image, so a base rebuilt with other files rebuilds the cell, and one rebuilt with
     the same files (a new id, the same layers) does not. A base not on this machine
     (not pulled yet) can't be compared: None."""
-    labels = (image.get("Config") or {}).get("Labels") or {}
-    ref = str(labels.get(BASE_LABEL) or "")
-    base = inspect_image(docker, ref) if ref else None
+    ref = image.labels.get(BASE_LABEL) or ""
+    base = image_info(docker, ref) if ref else None
     if base is None or on_base(image, base):
         return None
-    return f"its base image {ref!r} was rebuilt since (now {str(base.get('Id'))[:19]})"
+    return f"its base image {ref!r} was rebuilt since (now {base.id[:19]})"
 
 
-def on_base(image: Mapping[str, Any], base: Mapping[str, Any]) -> bool:
+def on_base(image: ImageInfo, base: ImageInfo) -> bool:
     """The image's layers start with all of the base's."""
-    layers = _layers(base)
-    return _layers(image)[: len(layers)] == layers
+    return image.layers[: len(base.layers)] == base.layers
 
 
-def _layers(image: Mapping[str, Any]) -> list[str]:
-    return [str(x) for x in ((image.get("RootFS") or {}).get("Layers") or [])]
+def _items(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
 
 
 def build_env(engine: ContainerEngine) -> dict[str, str]:

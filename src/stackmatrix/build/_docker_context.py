@@ -8,10 +8,11 @@ import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from stackmatrix import _atomic
 from stackmatrix._secrets import is_secret_name
+from stackmatrix.build._docker_install import Plan
 from stackmatrix.spec_model import Cell
 
 Family = Literal["cuda", "python"]
@@ -134,7 +135,7 @@ def render(cell: Cell, *, spec_dir: Path, dest: Path, buildkit: bool) -> Context
     return Context(path=dest, dockerfile=dockerfile, base_image=base, family=fam, buildkit=buildkit)
 
 
-def _plan(cell: Cell, *, has_ca: bool, find_links: list[str]) -> dict[str, Any]:
+def _plan(cell: Cell, *, has_ca: bool, find_links: list[str]) -> Plan:
     return {
         "schema_version": 1,
         "cell": cell.id,

@@ -16,30 +16,50 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 
-def _index_args(plan: dict[str, Any]) -> list[str]:
+class Plan(TypedDict, total=False):
+    """plan.json, as the docker backend writes it (_docker_context.py writes every key;
+    the optional ones are null when the cell leaves them out)."""
+
+    schema_version: int
+    cell: str
+    python: str
+    venv: str
+    requirements: str
+    compiled: str
+    index_url: str | None
+    extra_index_urls: list[str]
+    find_links: list[str]
+    torch_backend: str | None
+    ca_bundle: str | None
+    env: dict[str, str]
+
+
+def _index_args(plan: Plan) -> list[str]:
     args: list[str] = []
-    if plan.get("index_url"):
-        args += ["--index-url", plan["index_url"]]
+    index_url, torch_backend = plan.get("index_url"), plan.get("torch_backend")
+    if index_url:
+        args += ["--index-url", index_url]
     for url in plan.get("extra_index_urls", []):
         args += ["--extra-index-url", url]
     for link in plan.get("find_links", []):
         args += ["--find-links", link]
-    if plan.get("torch_backend"):
-        args += ["--torch-backend", plan["torch_backend"]]
+    if torch_backend:
+        args += ["--torch-backend", torch_backend]
     return args
 
 
-def _env(plan: dict[str, Any], here: Path) -> dict[str, str]:
+def _env(plan: Plan, here: Path) -> dict[str, str]:
     env = dict(os.environ)
     # the cache lives on a BuildKit cache mount (or nowhere): copy, don't hardlink
     env["UV_LINK_MODE"] = "copy"
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
     env.update(plan.get("env", {}))
-    if plan.get("ca_bundle"):
-        env["SSL_CERT_FILE"] = str(here / plan["ca_bundle"])
+    ca_bundle = plan.get("ca_bundle")
+    if ca_bundle:
+        env["SSL_CERT_FILE"] = str(here / ca_bundle)
     return env
 
 
@@ -63,7 +83,7 @@ def _run(argv: list[str], env: dict[str, str]) -> None:
 def main() -> None:
     plan_path = Path(sys.argv[1]).resolve()
     here = plan_path.parent
-    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    plan: Plan = json.loads(plan_path.read_text(encoding="utf-8"))
     uv = str(here / "uv")
     venv = Path(plan["venv"])
     env = _env(plan, here)

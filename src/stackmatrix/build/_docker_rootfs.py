@@ -125,8 +125,8 @@ def _why(child: _proc.Reading | None, exc: BaseException | None) -> str:
 def _limits(docker: str, image_id: str) -> _untar.Limits:
     """Room for the image's files twice over (its size counts each layer's files;
     the export has each path once, plus what the inventory container wrote)."""
-    image = _docker_cli.inspect_image(docker, image_id)
-    size = int(image.get("Size") or 0) if image else 0
+    image = _docker_cli.image_info(docker, image_id)
+    size = image.size if image else 0
     return _untar.Limits(max_bytes=2 * size + _SLACK_BYTES if size else _DEFAULT_MAX_BYTES)
 
 

@@ -6,11 +6,13 @@ it from the results directory instead of asking the backend again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stackmatrix.findings import Finding
+from stackmatrix.records._read import JSONObject
 from stackmatrix.results import Status
 
 
@@ -30,7 +32,7 @@ class Environment:
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "backend": self.backend,
             "python": list(self.python),
@@ -42,15 +44,22 @@ class Environment:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Environment:
+    def from_dict(cls, raw: Mapping[str, object]) -> Environment:
+        """What to_dict wrote (build.json's `data.environment`, read loosely)."""
+        backend, python = str(raw["backend"]), raw["python"]
+        prefix, site_packages, root = raw.get("prefix"), raw.get("site_packages"), raw.get("root")
+        image, env = raw.get("image"), raw.get("env")
         return cls(
-            backend=str(raw["backend"]),
-            python=tuple(raw["python"]),
-            prefix=Path(raw["prefix"]) if raw.get("prefix") else None,
-            site_packages=tuple(Path(p) for p in raw.get("site_packages", [])),
-            root=Path(raw.get("root") or "/"),
-            image=raw.get("image"),
-            env=dict(raw.get("env") or {}),
+            backend=backend,
+            python=tuple(str(a) for a in python) if isinstance(python, list | tuple) else (),
+            prefix=Path(prefix) if isinstance(prefix, str) and prefix else None,
+            site_packages=tuple(
+                Path(str(p))
+                for p in (site_packages if isinstance(site_packages, list | tuple) else ())
+            ),
+            root=Path(root) if isinstance(root, str) and root else Path("/"),
+            image=image if isinstance(image, str) else None,
+            env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
         )
 
 
@@ -64,7 +73,7 @@ class LockEntry:
     source: str
     requested: bool = False  # installed because the cell asked for it (not as a dependency)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "name": self.name,
             "version": self.version,
@@ -73,7 +82,7 @@ class LockEntry:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> LockEntry:
+    def from_dict(cls, raw: Mapping[str, object]) -> LockEntry:
         return cls(
             name=str(raw["name"]),
             version=str(raw["version"]),
@@ -93,4 +102,6 @@ class BuildOutcome:
     lock: tuple[LockEntry, ...] = ()
     findings: tuple[Finding, ...] = ()
     reused: bool = False  # an existing environment with this content hash verified and was kept
-    data: dict[str, Any] = field(default_factory=dict)  # backend extras (image id, timings...)
+    # backend extras (image id, timings...); what is in it is JSON (build.json's data), but
+    # the pipeline and tests read its values loosely (`out.data["base_image"]["id"]`)
+    data: dict[str, Any] = field(default_factory=dict)

@@ -22,12 +22,11 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _proc
 from stackmatrix._secrets import has_credentials, is_secret_name, redact_files
 from stackmatrix.build import _docker_cli, _docker_context, _docker_rootfs
-from stackmatrix.build._docker_cli import ContainerEngine, EngineProblem
+from stackmatrix.build._docker_cli import ContainerEngine, EngineProblem, ImageInfo
 from stackmatrix.build._docker_containers import (
     OWNER_LABEL,
     PASS_ENV,
@@ -45,6 +44,7 @@ from stackmatrix.build._docker_context import (
 )
 from stackmatrix.build.base import BuildOutcome, Environment, LockEntry
 from stackmatrix.findings import Finding, Severity
+from stackmatrix.records._read import JSONObject
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 
@@ -86,7 +86,7 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
     tag = image_tag(cell, content_hash)
     cell_dir = work_dir / "docker" / cell.id
     timings: dict[str, float] = {}
-    image = _docker_cli.inspect_image(engine.docker, tag)
+    image = _docker_cli.image_info(engine.docker, tag)
     stale = _docker_cli.base_changed(engine.docker, image) if image is not None else None
     if stale is not None:
         _log(log_path, f"rebuilding {tag}: {stale}")
@@ -102,7 +102,7 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
     return _describe(engine, cell, image, tag, cell_dir, log_path, reused, timings)
 
 
-_Built = tuple[dict[str, Any], float]  # the inspected image and the build's duration
+_Built = tuple[ImageInfo, float]  # the inspected image and the build's duration
 
 
 def _build_image(engine: ContainerEngine, cell: Cell, spec_dir: Path, cell_dir: Path,
@@ -152,7 +152,7 @@ def _run_build(engine: ContainerEngine, cell: Cell, ctx: _docker_context.Context
     )
     if not res.ok:
         return _build_failed(cell, res, ctx.base_image)
-    image = _docker_cli.inspect_image(engine.docker, tag)
+    image = _docker_cli.image_info(engine.docker, tag)
     if image is None:
         return _failed("build_failed", f"docker build said it built {tag}, but it is not there")
     return image, round(res.duration_s, 3)
@@ -186,9 +186,9 @@ def _build_failed(cell: Cell, res: _proc.ProcResult, base: str) -> BuildOutcome:
     return _failed("build_failed", finding.message, (finding,))
 
 
-def _describe(engine: ContainerEngine, cell: Cell, image: dict[str, Any], tag: str, cell_dir: Path,
+def _describe(engine: ContainerEngine, cell: Cell, image: ImageInfo, tag: str, cell_dir: Path,
               log_path: Path, reused: bool, timings: dict[str, float]) -> BuildOutcome:  # fmt: skip
-    image_id = str(image["Id"])
+    image_id = image.id
     started = time.monotonic()
     try:
         with _docker_rootfs.created_container(
@@ -293,21 +293,20 @@ def _environment(engine: ContainerEngine, cell: Cell, tag: str, root: Path) -> E
     )
 
 
-def _data(engine: ContainerEngine, image: dict[str, Any], tag: str, root: Path,
-          timings: dict[str, float]) -> dict[str, Any]:  # fmt: skip
-    labels = (image.get("Config") or {}).get("Labels") or {}
-    base_ref = str(labels.get("stackmatrix.base_image", ""))
-    base = _docker_cli.inspect_image(engine.docker, base_ref) if base_ref else None
+def _data(engine: ContainerEngine, image: ImageInfo, tag: str, root: Path,
+          timings: dict[str, float]) -> JSONObject:  # fmt: skip
+    base_ref = image.labels.get(_docker_cli.BASE_LABEL, "")
+    base = _docker_cli.image_info(engine.docker, base_ref) if base_ref else None
     return {
         "image": tag,
-        "image_id": str(image["Id"]),
-        "size_bytes": int(image.get("Size") or 0),
-        "created": str(image.get("Created", "")),
+        "image_id": image.id,
+        "size_bytes": image.size,
+        "created": image.created,
         "base_image": {
             "ref": base_ref,
-            "id": str(base["Id"]) if base else None,
+            "id": base.id if base else None,
             # an image made with `docker import` or `docker build` has no registry digest
-            "repo_digests": list(base.get("RepoDigests") or []) if base else [],
+            "repo_digests": list(base.repo_digests) if base else [],
         },
         "docker": {
             "client": engine.client_version,
@@ -315,7 +314,7 @@ def _data(engine: ContainerEngine, image: dict[str, Any], tag: str, root: Path,
             "buildkit": engine.buildkit,
         },
         "rootfs": str(root),
-        "timings": timings,
+        "timings": dict(timings),
     }
 
 

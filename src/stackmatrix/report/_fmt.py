@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.stats import Comparison, Interval
 
@@ -75,16 +76,14 @@ def shorten(value: str | None, limit: int = 60) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-def facts_text(facts: dict[str, Any], limit: int = 160) -> str:
+def facts_text(facts: JSONObject, limit: int = 160) -> str:
     """Per-launch environment facts (clocks, load...) on one line, `before.loadavg=
     3.2/4.1/4.8`: nested facts as dotted keys, not raw JSON."""
     parts = [f"{key}={value}" for key, value in _flat_facts("", facts)]
     return shorten(", ".join(parts), limit) if parts else ""
 
 
-def distinct_facts(
-    facts: dict[str, Any], others: Sequence[dict[str, Any]], limit: int = 160
-) -> str:
+def distinct_facts(facts: JSONObject, others: Sequence[JSONObject], limit: int = 160) -> str:
     """The facts of one launch that set it apart from the other launches of its cell: a
     number outside their range (each part of `1.1/0.9/0.5`), any other value none of
     them had. An outlier's note names these, not every fact (the GPU's name is the same
@@ -130,7 +129,7 @@ def _numbers(value: str) -> tuple[float, ...] | None:
         return None
 
 
-def _flat_facts(prefix: str, value: Any) -> list[tuple[str, str]]:
+def _flat_facts(prefix: str, value: JSONValue) -> list[tuple[str, str]]:
     if value is None or prefix.rsplit(".", 1)[-1] == "time":  # the clock is no cause
         return []
     if prefix.count(".") + prefix.count("[") > 8:  # results are input: bounded depth
@@ -178,7 +177,13 @@ def point_title(point: Any) -> str:
     return f"{point.name}: {', '.join(parts)}" if parts else str(point.name)
 
 
-def cannot_isolate_text(entry: Any) -> str:
+def items(value: JSONValue) -> list[JSONValue]:
+    """The entries of a list read loosely from JSON (explanation.json's sentences,
+    notes...): none when it is absent or not a list."""
+    return value if isinstance(value, list) else []
+
+
+def cannot_isolate_text(entry: JSONValue) -> str:
     """A difference `explain` could not revert alone, and what it follows where a revert
     cell brought it back (explanation.json's cannot_isolate entries)."""
     why = str(entry.get("why") or "") if isinstance(entry, dict) else str(entry)

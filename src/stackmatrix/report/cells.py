@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TypeGuard
 
@@ -157,9 +157,11 @@ def _distributions(cell: CellResults) -> dict[str, dict[str, float]]:
             if record.get("error"):
                 continue
             # the client's records (bench/client.py) hold seconds; the plots show ms
-            if _real(record.get("ttft_s")):
-                values["ttft_ms"].append(float(record["ttft_s"]) * 1e3)
-            values["itl_ms"] += [float(x) * 1e3 for x in record.get("itl_s") or [] if _real(x)]
+            if _real(ttft := record.get("ttft_s")):
+                values["ttft_ms"].append(float(ttft) * 1e3)
+            itl = record.get("itl_s")  # another value than a list holds no latency
+            if isinstance(itl, list):
+                values["itl_ms"] += [float(x) * 1e3 for x in itl if _real(x)]
             if (tpot := _tpot_s(record)) is not None:
                 values["tpot_ms"].append(tpot * 1e3)
     return {name: _quantiles(vals) for name, vals in values.items() if vals}
@@ -170,7 +172,7 @@ def _real(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _tpot_s(record: dict[str, object]) -> float | None:
+def _tpot_s(record: Mapping[str, object]) -> float | None:
     """bench/metrics.py's definition, (e2e - ttft) / (tokens - 1), over a raw record."""
     ttft, e2e, tokens = record.get("ttft_s"), record.get("e2e_s"), record.get("output_tokens")
     if not (_real(ttft) and _real(e2e) and _real(tokens)) or tokens <= 1:

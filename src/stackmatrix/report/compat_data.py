@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from stackmatrix._datadir import ENV_VAR, compat_dir
 from stackmatrix.errors import ResultsError
 
 _ENV = ENV_VAR
-__all__ = ["compat_dir", "load_toml"]
+__all__ = ["compat_dir", "integer", "load_toml", "strings", "table", "tables"]
 
 
-def load_toml(name: str, directory: Path | None = None) -> dict[str, Any]:
+def load_toml(name: str, directory: Path | None = None) -> Mapping[str, object]:
+    """A compat/ file's tables, read loosely: the accessors below narrow its values."""
     path = (directory or compat_dir()) / name
     try:
         with path.open("rb") as fh:
@@ -25,3 +26,25 @@ def load_toml(name: str, directory: Path | None = None) -> dict[str, Any]:
         ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ResultsError(f"{path} is not valid TOML: {exc}") from exc
+
+
+def table(value: object) -> Mapping[str, object]:
+    """A table ([ignore]); empty when absent or not a table."""
+    return value if isinstance(value, dict) else {}
+
+
+def tables(value: object) -> list[Mapping[str, object]]:
+    """The tables of an array of tables ([[rule]]); what is not a table is left out."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def strings(value: object) -> tuple[str, ...]:
+    """An array of strings (`match = [...]`); none when absent or not an array."""
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def integer(value: object) -> int:
+    """int() of a number (or its text); anything else raises TypeError, as int() does."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")

@@ -25,7 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from stackmatrix.records._read import JSONObject
-from stackmatrix.report.compat_data import load_toml
+from stackmatrix.report.compat_data import integer, load_toml, strings, table, tables
 from stackmatrix.report.facts import CellFacts, Fact, package_key, text
 
 # Definition fields that change where wheels come from: a package whose only change is
@@ -83,14 +83,16 @@ def _matches(key: str, patterns: Sequence[str]) -> bool:
 def load_ranking(directory: Path | None = None) -> Ranking:
     raw = load_toml("drift_rank.toml", directory)
     rules = tuple(
-        RankRule(rank=int(r["rank"]), label=str(r.get("label", "")), patterns=tuple(r["match"]))
-        for r in raw.get("rule") or []
+        RankRule(
+            rank=integer(r["rank"]), label=str(r.get("label", "")), patterns=strings(r["match"])
+        )
+        for r in tables(raw.get("rule"))
     )
     return Ranking(
         rules=rules,
-        default_rank=int(raw.get("default_rank", 70)),
-        ignore=tuple((raw.get("ignore") or {}).get("match") or ()),
-        volatile=tuple((raw.get("volatile") or {}).get("match") or ()),
+        default_rank=integer(raw.get("default_rank", 70)),
+        ignore=strings(table(raw.get("ignore")).get("match")),
+        volatile=strings(table(raw.get("volatile")).get("match")),
     )
 
 

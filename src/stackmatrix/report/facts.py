@@ -12,11 +12,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from stackmatrix._secrets import is_secret_name, is_secret_value
+from stackmatrix.records._read import JSONObject
 from stackmatrix.report.load import CellResults
 from stackmatrix.report.logfacts import LogPattern, read_facts
 
@@ -33,7 +33,7 @@ class Fact:
     evidence: str | None = None  # the log line behind a log fact
 
 
-def text(value: Any) -> str:
+def text(value: object) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, default=str)
@@ -107,7 +107,7 @@ def _lock_facts(cell: CellResults) -> list[Fact]:
     return out
 
 
-def _package_value(p: dict[str, Any]) -> str:
+def _package_value(p: JSONObject) -> str:
     name, version = str(p["name"]), str(p.get("version", "?"))
     # Keep a cuda-suffixed name visible when two spellings share one key.
     return f"{version} ({name})" if _CUDA_SUFFIX.search(canonicalize_name(name)) else version
@@ -130,7 +130,7 @@ def _probe_facts(cell: CellResults) -> list[Fact]:
 
 
 def _flatten(
-    data: dict[str, Any], prefix: str = "", depth: int = 0, skip: tuple[str, ...] = ()
+    data: JSONObject, prefix: str = "", depth: int = 0, skip: tuple[str, ...] = ()
 ) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for key, value in data.items():
@@ -140,7 +140,8 @@ def _flatten(
         if isinstance(value, dict) and depth < _MAX_DEPTH:
             out += _flatten(value, f"{name}.", depth + 1)
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            for i, item in enumerate(value):
+            items = [v for v in value if isinstance(v, dict)]  # all of them
+            for i, item in enumerate(items):
                 out += _flatten(item, f"{name}[{i}].", depth + 1)
         else:
             out.append((name, text(value)))
@@ -171,8 +172,8 @@ def _env_facts(cell: CellResults) -> list[Fact]:
     return _env_from(environment.get("env")) + _env_from(cell.definition.get("env"))
 
 
-def _env_from(env: Any) -> list[Fact]:
-    pairs: list[tuple[str, Any]]
+def _env_from(env: object) -> list[Fact]:
+    pairs: list[tuple[str, object]]
     if isinstance(env, dict):
         pairs = list(env.items())
     elif isinstance(env, list):

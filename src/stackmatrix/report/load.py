@@ -23,6 +23,7 @@ from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
 from stackmatrix.records import BenchData, BuildData, CheckData, PlanCell, PointInfo, RunRecord
+from stackmatrix.records._read import JSONObject
 from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class CellResults:
     id: str
     path: Path
     content_hash: str | None = None
-    definition: dict[str, Any] = field(default_factory=dict)
+    definition: JSONObject = field(default_factory=dict)
     differs: dict[str, list[Any]] = field(default_factory=dict)
     phases: dict[str, PhaseResult] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # files that exist but could not be read
@@ -42,7 +43,7 @@ class CellResults:
     def phase(self, name: str) -> PhaseResult | None:
         return self.phases.get(name)
 
-    def data(self, name: str) -> dict[str, Any]:
+    def data(self, name: str) -> JSONObject:
         result = self.phases.get(name)
         if result is None:
             return {}
@@ -94,9 +95,9 @@ class CellResults:
         return sorted(p for p in self.path.glob(layout.SERVER_LOG_GLOB) if _regular(p))
 
 
-def read_explanations(run_dir: Path, problems: list[str]) -> tuple[dict[str, Any], ...]:
+def read_explanations(run_dir: Path, problems: list[str]) -> tuple[JSONObject, ...]:
     """RUN/explain/<cell>/explanation.json, as `stackmatrix explain` wrote them."""
-    out = []
+    out: list[JSONObject] = []
     for path in sorted((run_dir / layout.EXPLAIN_DIR).glob(f"*/{layout.EXPLANATION_JSON}")):
         if not _regular(path):
             continue
@@ -121,7 +122,7 @@ def _regular(path: Path) -> bool:
 @dataclass(frozen=True, kw_only=True)
 class RunResults:
     path: Path
-    run: dict[str, Any]
+    run: JSONObject
     cells: tuple[CellResults, ...]
     spec_text: str | None
     problems: tuple[str, ...] = ()
@@ -247,7 +248,7 @@ REQUESTS_LIMIT = 256 << 20  # bytes of one round's records, after decompression
 _LINE_LIMIT = 16 << 20
 
 
-def read_requests(path: Path) -> Iterator[dict[str, Any]]:
+def read_requests(path: Path) -> Iterator[JSONObject]:
     """Per-request records of one round (bad lines are skipped: they are not results),
     plain or gzip-compressed (`.gz`); at most REQUESTS_LIMIT bytes are read, so a
     compressed file that expands without end is cut short, not read to the end."""
@@ -260,7 +261,7 @@ def read_requests(path: Path) -> Iterator[dict[str, Any]]:
             log.warning("request records %s end early: %s", path, exc)
 
 
-def _records(stream: io.BufferedIOBase) -> Iterator[dict[str, Any]]:
+def _records(stream: io.BufferedIOBase) -> Iterator[JSONObject]:
     left = REQUESTS_LIMIT
     while left > 0 and (line := stream.readline(min(_LINE_LIMIT, left))):
         left -= len(line)

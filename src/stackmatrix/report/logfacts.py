@@ -8,14 +8,13 @@ trace is a log line, so the patterns in compat/log_patterns.toml turn lines into
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _nofollow
 from stackmatrix.errors import ResultsError
-from stackmatrix.report.compat_data import load_toml
+from stackmatrix.report.compat_data import load_toml, strings, tables
 
 _MAX_EVIDENCE = 160
 LOG_READ_LIMIT = 32 << 20  # of a larger log, its first and last 16 MiB are read
@@ -39,7 +38,7 @@ class LogPattern:
         return not self.engines or engine in self.engines
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> LogPattern:
+    def from_dict(cls, raw: Mapping[str, object]) -> LogPattern:
         try:
             regex = re.compile(str(raw["regex"]))
         except (KeyError, re.error) as exc:
@@ -51,10 +50,10 @@ class LogPattern:
         return cls(
             fact=str(raw["fact"]),
             regex=regex,
-            value=raw.get("value"),
-            absent=raw.get("absent"),
-            engines=tuple(str(e) for e in raw.get("engines") or ()),
-            covers=tuple(str(c) for c in raw.get("covers") or ()),
+            value=_text(raw.get("value")),
+            absent=_text(raw.get("absent")),
+            engines=strings(raw.get("engines")),
+            covers=strings(raw.get("covers")),
             expected=bool(raw.get("expected", False)),
         )
 
@@ -69,7 +68,12 @@ class LogFact:
 
 def load_patterns(directory: Path | None = None) -> tuple[LogPattern, ...]:
     raw = load_toml("log_patterns.toml", directory)
-    return tuple(LogPattern.from_dict(p) for p in raw.get("pattern") or [])
+    return tuple(LogPattern.from_dict(p) for p in tables(raw.get("pattern")))
+
+
+def _text(value: object) -> str | None:
+    """A pattern's `value` or `absent` (a TOML number is shown as written)."""
+    return None if value is None else str(value)
 
 
 def read_facts(

@@ -6,10 +6,10 @@ the server never mapped."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from stackmatrix.check import relevance
 from stackmatrix.findings import Finding
+from stackmatrix.records._read import JSONObject
 from stackmatrix.report.load import CellResults
 
 SHOWN = 12
@@ -23,7 +23,7 @@ class LiveMapped:
     extensions: tuple[str, ...]  # site-packages-relative names of the mapped extensions
     unmapped_findings: tuple[str, ...]  # files of findings the server never mapped
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"launch": self.launch, "processes": self.processes,
                 "libraries": self.libraries, "extensions": list(self.extensions),
                 "unmapped_findings": list(self.unmapped_findings)}  # fmt: skip

@@ -7,7 +7,6 @@ so they cannot disagree; `report.model.build_model` makes it from a results dire
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from stackmatrix import __version__
 from stackmatrix.findings import Finding
@@ -238,7 +237,7 @@ class MatrixReport:
     stackmatrix_version: str = __version__
     history: dict[str, HistoryNote] = field(default_factory=dict)
     # RUN/explain/<cell>/explanation.json of `stackmatrix explain`, one per explained cell
-    explanations: tuple[dict[str, Any], ...] = ()  # read loosely by the renderers
+    explanations: tuple[JSONObject, ...] = ()  # read loosely by the renderers
     points: tuple[LoadPointReport, ...] = ()  # [[bench.points]], in the spec's order
     protocol: Protocol | None = None  # the launch plan, GPU time, drift over time
 

@@ -98,7 +98,7 @@ def build_model(
                     base_facts,
                     differs=cell.differs,
                     ranking=ranking,
-                    cell_server_args=tuple(cell.definition.get("server_args") or ()),
+                    cell_server_args=_server_args(cell),
                 )
         cells.append(cell_report(cell, results, headline, thresholds, comparison, drift))
     notes += _unread_notes(results.cells, patterns)
@@ -227,6 +227,12 @@ def slow_startups(cells: Sequence[CellReport]) -> list[str]:
 def _median_ready(cell: CellReport) -> float | None:
     values = [r.ready_s for r in cell.launches if r.ready_s is not None]
     return statistics.median(values) if values else None
+
+
+def _server_args(cell: CellResults) -> tuple[str, ...]:
+    """The cell's own server arguments as plan.json defines them (none when absent)."""
+    args = cell.definition.get("server_args")
+    return tuple(str(a) for a in args) if isinstance(args, list) else ()
 
 
 def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) -> list[str]:

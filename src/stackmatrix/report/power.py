@@ -10,8 +10,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from stackmatrix.records._read import JSONObject
 from stackmatrix.report._tdist import t_ppf
 
 
@@ -73,7 +73,7 @@ class Calibration:
             self.per_launch_sd, effect, alpha=self.alpha, power=self.power, limit=limit
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "launches": self.launches,
             "rounds_per_launch": self.rounds_per_launch,

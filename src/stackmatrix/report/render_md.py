@@ -202,12 +202,12 @@ def _explanations(report: MatrixReport) -> str:
     """What `stackmatrix explain` measured, in its own words, per explained cell."""
     blocks = []
     for ex in report.explanations:
-        lines = [f"- {_md_text(x)}" for x in ex.get("sentences") or []]
+        lines = [f"- {_md_text(x)}" for x in _fmt.items(ex.get("sentences"))]
         lines += [
             f"- cannot be isolated: {_md_text(_fmt.cannot_isolate_text(c))}"
-            for c in ex.get("cannot_isolate") or []
+            for c in _fmt.items(ex.get("cannot_isolate"))
         ]
-        lines += [f"- {_md_text(n)}" for n in ex.get("notes") or []]
+        lines += [f"- {_md_text(n)}" for n in _fmt.items(ex.get("notes"))]
         cells, launches = ex.get("revert_cells", 0), ex.get("launches", 0)
         lines.append(f"- cost: {cells} revert cell(s), {launches} measured launch(es)")
         blocks.append(

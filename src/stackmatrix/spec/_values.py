@@ -145,7 +145,7 @@ def check_env(val: Any, path: str, p: Problems) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
-def get_table(raw: Mapping[str, Any], key: str, path: str, p: Problems) -> dict[str, Any]:
+def get_table(raw: Mapping[str, Any], key: str, path: str, p: Problems) -> Mapping[str, object]:
     val = raw.get(key, {})
     if not isinstance(val, dict):
         p.add(join(path, key), f"expected a table, got {type_name(val)}")
@@ -153,7 +153,7 @@ def get_table(raw: Mapping[str, Any], key: str, path: str, p: Problems) -> dict[
     return val
 
 
-def get_table_list(raw: Mapping[str, Any], key: str, p: Problems) -> list[dict[str, Any]]:
+def get_table_list(raw: Mapping[str, Any], key: str, p: Problems) -> list[Mapping[str, object]]:
     val = raw.get(key, [])
     if not isinstance(val, list) or not all(isinstance(x, dict) for x in val):
         p.add(key, f"expected an array of tables ([[{key}]]), got {val!r}")

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Literal, cast
+from typing import Any, Literal, Required, TypedDict, cast
 
 from stackmatrix import engine_registry
 from stackmatrix._validate import Problems, join
@@ -72,7 +72,23 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
 MAX_DURATION_S = 86400.0
 
 
-def _steady(bench: Mapping[str, Any], p: Problems) -> dict[str, Any]:
+class _Steady(TypedDict):
+    """The steady warm-up's fields of `Bench`, as `_steady` reads them."""
+
+    steady_warmup: bool
+    warmup_max_batches: int
+    steady_tolerance: float
+    min_duration_s: float
+
+
+class _Launches(TypedDict, total=False):
+    """`Bench.launches` and, for an adaptive plan, `Bench.min_launches`."""
+
+    launches: Required[int]
+    min_launches: int
+
+
+def _steady(bench: Mapping[str, Any], p: Problems) -> _Steady:
     """The steady warm-up's keys and `min_duration_s` (docs/bench.md, "Steady state")."""
     d = Bench()
     batches = get_int(bench, "warmup_max_batches", "bench", p, 1, MAX_LAUNCHES)
@@ -96,7 +112,7 @@ def _tolerance(bench: Mapping[str, Any], p: Problems) -> float | None:
     return tolerance
 
 
-def _launches(bench: Mapping[str, Any], p: Problems) -> dict[str, Any]:
+def _launches(bench: Mapping[str, Any], p: Problems) -> _Launches:
     """`launches = N` (fixed) or `launches = {min = 3, max = 12}` (adaptive: cycles are
     added until every cell is decided, docs/report.md)."""
     raw = bench.get("launches", 1)

@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -30,7 +30,7 @@ from stackmatrix.spec._values import (
     get_table,
     get_table_list,
 )
-from stackmatrix.spec_model import BACKENDS, Cell
+from stackmatrix.spec_model import BACKENDS, Backend, Cell
 
 _PY_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
 _CUDA_RE = re.compile(r"^\d{2}\.\d$")
@@ -306,32 +306,41 @@ def _make_cell(layers: Sequence[Layer], axes: tuple[tuple[str, str], ...],
     def path(key: str) -> str:
         return where.get(key, key)
 
+    # each value checked in the order of Cell's fields (the order of the problems)
     cell_id = check_str(v.get("id"), path("id"), p, pattern=ID_RE, what="a cell id")
-    kwargs: dict[str, Any] = {
-        "id": cell_id,
-        "python": check_str(v.get("python", "3.11"), path("python"), p, _PY_RE, "3.X"),
-        "cuda": check_opt(v, "cuda", path, p, _CUDA_RE, "major.minor, e.g. 12.8"),
-        "backend": check_choice(v.get("backend", "venv"), path("backend"), BACKENDS, p),
-        "base_image": check_opt(v, "base_image", path, p),
-        "pins": tuple(check_pins(v.get("pins", []), path("pins"), p)),
-        "index_url": check_url(v.get("index_url"), path("index_url"), p),
-        "extra_index_urls": tuple(check_urls(v, "extra_index_urls", path, p)),
-        "find_links": tuple(check_urls(v, "find_links", path, p)),
-        "torch_backend": check_opt(v, "torch_backend", path, p, _TORCH_BACKEND_RE, "cpu/cu128"),
-        "env": check_env(v.get("env", {}), path("env"), p),
-        "server_args": tuple(check_list(v.get("server_args", []), path("server_args"), p)),
-        "runs_on": tuple(check_list(v.get("runs_on", []), path("runs_on"), p)),
-        "gpus": check_int(v.get("gpus", 0), path("gpus"), p, minimum=0),
-        "ca_certs": tuple(check_list(v.get("ca_certs", []), path("ca_certs"), p)),
-        "inherit": check_opt(v, "inherit", path, p, _INHERIT_RE, '"current" or /abs/python'),
-        **{k: check_bool(v.get(k, False), path(k), p) for k in _LAYER_FLAGS},
-        "description": check_str(v.get("description", ""), path("description"), p) or "",
-        "axes": axes,
-    }
-    _check_layering(kwargs, path, p)
+    python = check_str(v.get("python", "3.11"), path("python"), p, _PY_RE, "3.X")
+    cuda = check_opt(v, "cuda", path, p, _CUDA_RE, "major.minor, e.g. 12.8")
+    backend = check_choice(v.get("backend", "venv"), path("backend"), BACKENDS, p)
+    base_image = check_opt(v, "base_image", path, p)
+    pins = tuple(check_pins(v.get("pins", []), path("pins"), p))
+    index_url = check_url(v.get("index_url"), path("index_url"), p)
+    extra_index_urls = tuple(check_urls(v, "extra_index_urls", path, p))
+    find_links = tuple(check_urls(v, "find_links", path, p))
+    torch_backend = check_opt(v, "torch_backend", path, p, _TORCH_BACKEND_RE, "cpu/cu128")
+    env = check_env(v.get("env", {}), path("env"), p)
+    server_args = tuple(check_list(v.get("server_args", []), path("server_args"), p))
+    runs_on = tuple(check_list(v.get("runs_on", []), path("runs_on"), p))
+    gpus = check_int(v.get("gpus", 0), path("gpus"), p, minimum=0)
+    ca_certs = tuple(check_list(v.get("ca_certs", []), path("ca_certs"), p))
+    inherit = check_opt(v, "inherit", path, p, _INHERIT_RE, '"current" or /abs/python')
+    offline = check_bool(v.get("offline", False), path("offline"), p)
+    no_deps = check_bool(v.get("no_deps", False), path("no_deps"), p)
+    description = check_str(v.get("description", ""), path("description"), p) or ""
+    layering = {"backend": backend, "inherit": inherit, "offline": offline, "no_deps": no_deps,
+                "find_links": find_links, "pins": pins}  # fmt: skip
+    _check_layering(layering, path, p)
     if len(p.items) != before:
         return None
-    return Cell(**kwargs)
+    # without a problem, only the fields a cell may leave out are None (the others have
+    # a default); the backend is one of BACKENDS, the Backend names
+    if cell_id is None or python is None or backend not in BACKENDS or gpus is None:
+        return None
+    return Cell(id=cell_id, python=python, cuda=cuda, backend=cast(Backend, backend),
+                base_image=base_image, pins=pins, index_url=index_url,
+                extra_index_urls=extra_index_urls, find_links=find_links,
+                torch_backend=torch_backend, env=env, server_args=server_args, runs_on=runs_on,
+                gpus=gpus, ca_certs=ca_certs, inherit=inherit, offline=offline, no_deps=no_deps,
+                description=description, axes=axes)  # fmt: skip
 
 
 _LAYER_FLAGS = ("offline", "no_deps")

@@ -211,7 +211,7 @@ def test_missing_client_is_docker_unavailable(
 def test_install_script_index_args() -> None:
     from stackmatrix.build import _docker_install
 
-    plan = {
+    plan: _docker_install.Plan = {
         "index_url": "https://i/simple",
         "extra_index_urls": ["https://e/simple"],
         "find_links": ["/w"],

@@ -49,7 +49,9 @@ def test_big_launch_noise_needs_many_launches_for_a_small_effect():
     cal = calibrate(simulate(rng, 47.0, launches=10, rounds=3, launch_sd=0.08, round_sd=0.01))
     needed = cal.launches_for(0.02)
     assert needed is None or needed > 50
-    assert cal.to_dict()["detectable"][0]["launches"] == 2
+    detectable = cal.to_dict()["detectable"]
+    assert isinstance(detectable, list) and isinstance(detectable[0], dict)
+    assert detectable[0]["launches"] == 2
 
 
 def test_calibration_needs_two_launches():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report import build_report
 from stackmatrix.report._fmt import distinct_facts, facts_text
 
@@ -26,7 +27,7 @@ def test_the_engine_version_is_one_row(tmp_path: Path) -> None:
 
 
 def test_an_outlier_note_is_facts_not_json() -> None:
-    facts = {
+    facts: JSONObject = {
         "before": {"time": "2026-12-01T03:00:00+00:00", "loadavg": [3.2, 4.1, 4.8],
                    "cpu_count": 2, "gpus": [{"sm_clock_mhz": 1980, "temp_c": 41}]},
         "after": {"gpus": None, "loadavg": []},
@@ -35,11 +36,12 @@ def test_an_outlier_note_is_facts_not_json() -> None:
         "before.loadavg=3.2/4.1/4.8, before.cpu_count=2, before.gpus[0].sm_clock_mhz=1980, "
         "before.gpus[0].temp_c=41"
     )
-    deep: dict[str, object] = {}
+    deep: JSONObject = {}
     node = deep
     for _ in range(50):
-        node["x"] = {}
-        node = node["x"]  # type: ignore[assignment]
+        child: JSONObject = {}
+        node["x"] = child
+        node = child
     node["y"] = 1
     assert facts_text(deep).endswith("=…")
 
@@ -48,10 +50,10 @@ def test_an_outlier_note_names_what_sets_it_apart() -> None:
     """On the H200 the note of an outlier launch listed every fact (GPU name, CPU count);
     it names those outside the other launches' values, or says that none is."""
 
-    def launch(sm: int, load: float, procs: list[str]) -> dict[str, object]:
-        gpu = {"name": "NVIDIA H200", "clocks.sm": str(sm)}
+    def launch(sm: int, load: float, procs: list[str]) -> JSONObject:
+        gpu: JSONObject = {"name": "NVIDIA H200", "clocks.sm": str(sm)}
         return {"before": {"loadavg": [load, 1.0, 0.5], "cpu_count": 16, "gpus": [gpu],
-                           "gpu_processes": procs}}  # fmt: skip
+                           "gpu_processes": list[JSONValue](procs)}}  # fmt: skip
 
     others = [launch(1980, 1.2, []), launch(1980, 2.0, []), launch(1965, 1.5, [])]
     assert distinct_facts(launch(1970, 1.4, []), others) == ""
