@@ -11,9 +11,11 @@ from stackmatrix import _nofollow, layout
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.errors import ResultsError, StackmatrixError
 from stackmatrix.explain.plan import plan_lines
+from stackmatrix.explain.roundspec import check
 from stackmatrix.explain.runner import RoundRunner, explain_cell
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
-from stackmatrix.spec import MAX_LAUNCHES, load_spec
+from stackmatrix.spec import MAX_LAUNCHES
+from stackmatrix.spec_model import Spec
 
 Progress = Callable[[str, str, str], None]
 
@@ -23,8 +25,8 @@ MATRIX_LIMIT = 64 << 20  # a matrix.json of the 1000-cell limit is a few MiB
 def round_runner(work_dir: Path, jobs: int, progress: Progress) -> RoundRunner:
     """Each round is an ordinary run of its derived spec (resumable like any run)."""
 
-    def run_round(spec_path: Path, output: Path) -> None:
-        spec = load_spec(spec_path)
+    def run_round(spec: Spec, output: Path) -> None:
+        check(spec)  # every rule of a spec file holds for the derived one
         opts = RunOptions(spec=spec, output=output, reports_dir=output.parent,
                           work_dir=work_dir, jobs=jobs, resume=True)  # fmt: skip
         run_pipeline(opts, progress)

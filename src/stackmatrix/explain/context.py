@@ -1,12 +1,12 @@
-"""What explaining a cell starts from: the run's context (its spec as run, the cells'
-definitions, the thresholds) and the reverts derived from its differences."""
+"""What explaining a cell starts from: the run's context (its spec as run, typed, with
+the cells' definitions; the thresholds) and the reverts derived from its differences."""
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _nofollow, layout
 from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
@@ -14,6 +14,7 @@ from stackmatrix.explain.derive import Derived, derive
 from stackmatrix.report.load import RunResults, load_run
 from stackmatrix.report.model import build_model
 from stackmatrix.report.stats import Thresholds
+from stackmatrix.spec_model import Cell, Spec
 
 SPEC_LIMIT = 16 << 20  # a spec is a few KiB; its copy in a results directory no more
 
@@ -25,14 +26,21 @@ class Context:
     baseline: str
     metric: str
     thresholds: Thresholds
-    raw_spec: dict[str, Any]
+    spec: Spec  # the spec as run (with the baseline and the cell), or the results' copy
     spec_dir: Path
-    definitions: dict[str, dict[str, Any]]
     launches: int | None
     warmup: int | None = None  # warm-up requests per launch in the rounds (None: the run's)
     warmup_launches: int | None = None  # per cell in the rounds (None: the run's, at least 1)
     rejudge: bool = False  # judge the rounds kept under explain/<cell>/, measure nothing
     note: str = ""  # said in the explanation's notes
+
+    @property
+    def baseline_cell(self) -> Cell:
+        return self.spec.cell(self.baseline)
+
+    @property
+    def candidate(self) -> Cell:
+        return self.spec.cell(self.cell)
 
 
 def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[Context, Derived]:
@@ -45,8 +53,8 @@ def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[Context, De
     if report.drift is None:
         raise UsageError(f"cell {cell!r} has no comparison with the baseline to explain")
     derived = derive(report.drift.intended, report.drift.unintended,
-                     engine=_engine(results, cell), baseline_def=ctx.definitions[ctx.baseline],
-                     cell_def=ctx.definitions[cell])  # fmt: skip
+                     engine=_engine(results, cell), baseline=ctx.baseline_cell,
+                     cell=ctx.candidate)  # fmt: skip
     return ctx, derived
 
 
@@ -60,48 +68,62 @@ def _context(
         raise UsageError(f"{cell!r} is the baseline: explain a cell that differs from it")
     original = Path(str(results.run.get("spec_path") or ""))
     spec_dir = original.resolve().parent if original.is_file() else results.path
-    definitions = {c.id: dict(c.definition) for c in results.cells if c.definition}
-    unredacted = _original_spec(original, str(results.run.get("spec_hash") or ""))
-    if unredacted is not None:
+    needed = (cell, results.baseline)
+    spec = _original_spec(original, str(results.run.get("spec_hash") or ""))
+    if spec is not None and all(c in {x.id for x in spec.cells} for c in needed):
         # the spec as run, secrets included (the results hold it with them hidden)
-        raw, definitions = unredacted[0], {**definitions, **unredacted[1]}
         note = ""
     else:
-        spec_file = results.path / layout.SPEC_TOML
-        try:
-            # the results' copy: never through a link, never a FIFO, never unbounded
-            raw = tomllib.loads(_nofollow.read_bytes(spec_file, limit=SPEC_LIMIT).decode())
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ResultsError(f"cannot read {spec_file}: {exc}") from exc
+        spec = _results_copy(results, needed)
         note = (
             f"the spec as run ({original}) is not here or has changed: revert cells are "
             "built from the results' copy, whose secret values (index credentials, "
             "secret env) are hidden"
         )
-    for needed in (cell, results.baseline):
-        if needed not in definitions:
-            raise ResultsError(f"plan.json of {results.path} has no definition of {needed!r}")
     return Context(run_dir=results.path, cell=cell, baseline=results.baseline, metric=metric,
-                   thresholds=th, raw_spec=raw, spec_dir=spec_dir, definitions=definitions,
-                   launches=launches, note=note)  # fmt: skip
+                   thresholds=th, spec=spec, spec_dir=spec_dir, launches=launches,
+                   note=note)  # fmt: skip
 
 
-def _original_spec(
-    path: Path, digest: str
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
-    """The original spec's TOML and cell definitions, when it is still the one run."""
+def _original_spec(path: Path, digest: str) -> Spec | None:
+    """The original spec, when it is still the one run."""
     from stackmatrix.pipeline.rundir import spec_digest
-    from stackmatrix.plan import cell_definition
     from stackmatrix.spec import load_spec
 
     try:
         if not path.is_file() or spec_digest(path) != digest:
             return None
-        spec = load_spec(path)
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, StackmatrixError):
+        return load_spec(path)
+    except (OSError, StackmatrixError):
         return None
-    return raw, {c.id: cell_definition(c) for c in spec.cells}
+
+
+def _results_copy(results: RunResults, needed: Sequence[str]) -> Spec:
+    """The results' copy of the spec as run (its secret values hidden), its cells those
+    of plan.json that explaining needs: the baseline and the cell."""
+    from stackmatrix.spec import parse_spec
+
+    spec_file = results.path / layout.SPEC_TOML
+    try:
+        # the results' copy: never through a link, never a FIFO, never unbounded
+        raw = tomllib.loads(_nofollow.read_bytes(spec_file, limit=SPEC_LIMIT).decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ResultsError(f"cannot read {spec_file}: {exc}") from exc
+    tables: list[dict[str, object]] = []
+    for cell_id in needed:
+        found = results.cell(cell_id)
+        if found is None or not found.definition:
+            raise ResultsError(f"plan.json of {results.path} has no definition of {cell_id!r}")
+        fields = {k: v for k, v in found.definition.items()
+                  if k not in ("id", "axes") and v is not None}  # fmt: skip
+        tables.append({"id": cell_id, **fields})
+    # the cells as plan.json defines them, in place of the copy's own
+    top = {k: v for k, v in raw.items() if k not in _CELL_TABLES}
+    return parse_spec({**top, "baseline": results.baseline, "cell": tables},
+                      path=str(spec_file))  # fmt: skip
+
+
+_CELL_TABLES = ("cell", "defaults", "axes", "include", "exclude")
 
 
 def _engine(results: RunResults, cell: str) -> str:

@@ -8,16 +8,17 @@ A difference with no known way back is kept with the reason, never guessed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from stackmatrix import engine_registry
 from stackmatrix.check import _data
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
+from stackmatrix.spec_model import Cell
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +42,7 @@ class Change:
             return "+".join(m.split(":", 1)[-1] for m in self.members)
         return name
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "key": self.key,
             "label": self.label,
@@ -66,8 +67,8 @@ def derive(
     unintended: Sequence[Difference],
     *,
     engine: str,
-    baseline_def: Mapping[str, Any],
-    cell_def: Mapping[str, Any],
+    baseline: Cell,
+    cell: Cell,
 ) -> Derived:
     """Every difference that can be reverted alone, inseparable ones grouped."""
     changes: list[Change] = []
@@ -78,7 +79,7 @@ def derive(
             changes.append(made)
         else:
             cannot.append((diff.key, made))
-    changes += _intended_changes(intended, baseline_def, cell_def, engine)
+    changes += _intended_changes(intended, baseline, cell, engine)
     grouped, notes = _group_inseparable(changes)
     return Derived(changes=tuple(grouped), cannot=tuple(cannot), notes=tuple(notes))
 
@@ -139,14 +140,15 @@ def _server_change(diff: Difference, name: str, engine: str) -> Change | str:
     return Change(key=diff.key, label=_label(diff), to_value=str(value), args=(flag, str(value)))
 
 
-def _plain(text: str | None) -> Any:
+def _plain(text: str | None) -> JSONValue:
     """The recorded value: facts hold strings, non-strings as JSON."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        value: JSONValue = json.loads(text)
     except ValueError:
         return text
+    return value
 
 
 def _log_change(diff: Difference, engine: str) -> Change | str:
@@ -160,17 +162,16 @@ def _log_change(diff: Difference, engine: str) -> Change | str:
 
 
 def _intended_changes(
-    intended: Sequence[Difference], base: Mapping[str, Any], cell: Mapping[str, Any], engine: str
+    intended: Sequence[Difference], base: Cell, cell: Cell, engine: str
 ) -> list[Change]:
     out: list[Change] = []
-    base_pins = _pins(base.get("pins") or [])
-    for name, pin in _pins(cell.get("pins") or []).items():
+    base_pins = _pins(base.pins)
+    for name, pin in _pins(cell.pins).items():
         theirs = base_pins.get(name)
         if theirs is not None and theirs != pin:
             out.append(Change(key=f"package:{name}", label=f"{name} {pin} -> {theirs}",
                               to_value=_pinned_version(theirs), pins=(theirs,)))  # fmt: skip
-    base_args = [str(a) for a in base.get("server_args") or []]
-    cell_args = [str(a) for a in cell.get("server_args") or []]
+    base_args, cell_args = list(base.server_args), list(cell.server_args)
     if base_args != cell_args:
         per_flag = _flag_changes(base_args, cell_args, intended, engine)
         if per_flag is not None:
@@ -179,7 +180,7 @@ def _intended_changes(
             shown, back = " ".join(cell_args) or "(none)", " ".join(base_args) or "(none)"
             out.append(Change(key="cell:server_args", label=f"server_args {shown} -> {back}",
                               to_value="baseline", server_args=tuple(base_args)))  # fmt: skip
-    base_env, cell_env = dict(base.get("env") or {}), dict(cell.get("env") or {})
+    base_env, cell_env = dict(base.env), dict(cell.env)
     for name in sorted(set(base_env) | set(cell_env)):
         if base_env.get(name) == cell_env.get(name) or name not in base_env:
             continue  # same, or nothing to set back to (an env var cannot be unset)

@@ -20,8 +20,9 @@ def plan_lines(
     ctx, derived = prepare(run_dir, cell, launches)
     ctx = dataclasses.replace(ctx, warmup_launches=warmup_launches)
     groups = split(list(derived.changes)) if derived.changes else []
-    per_cell = ctx.launches or int((ctx.raw_spec.get("bench") or {}).get("launches", 5))
-    warm = roundspec.warmup_launches(ctx, ctx.raw_spec.get("bench") or {})
+    bench = ctx.spec.bench
+    per_cell = ctx.launches or (bench.launches if bench is not None else 5)
+    warm = roundspec.warmup_launches(ctx, bench)
     out = [f"{cell} against {ctx.baseline} ({ctx.metric}): {len(derived.changes)} revert(s)"]
     for change in derived.changes:
         how = [*change.args, *(f"{k}={v}" for k, v in change.env), *change.pins]

@@ -1,19 +1,24 @@
-"""A round's derived spec: the baseline, the candidate and one cell per reverted group,
-every cell fully defined (relative paths made absolute), with the round's launches."""
+"""A round's derived spec, typed: the baseline, the candidate and one cell per reverted
+group, each made from the run's own cells with `dataclasses.replace` (relative paths made
+absolute), with the round's launches; and the check that it is a spec the loader takes."""
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping, Sequence
+import tomllib
+from collections.abc import Sequence
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
+from stackmatrix.errors import SpecError
 from stackmatrix.explain.context import Context
-from stackmatrix.explain.derive import Change
+from stackmatrix.explain.derive import Change, pin_names
+from stackmatrix.spec._write import dumps
+from stackmatrix.spec_model import Bench, Cell, ReportPolicy, Spec
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._~=+,-]+")
-_LOCAL_KEYS = ("find_links", "extra_index_urls", "ca_certs")
 
 
 def group_id(cell: str, k: int, i: int, group: Sequence[Change]) -> str:
@@ -26,62 +31,87 @@ def group_id(cell: str, k: int, i: int, group: Sequence[Change]) -> str:
 
 
 def derived_spec(
-    ctx: Context, k: int, groups: Sequence[tuple[Change, ...]], ids: Sequence[str]
-) -> dict[str, Any]:
-    raw = ctx.raw_spec
-    base, cand = ctx.definitions[ctx.baseline], ctx.definitions[ctx.cell]
-    cells = [_cell_table(ctx, base), _cell_table(ctx, cand)]
+    ctx: Context, k: int, groups: Sequence[tuple[Change, ...]], ids: Sequence[str], path: Path
+) -> Spec:
+    """Round `k`'s spec, to be written at `path` (where the round's run reads it from)."""
+    run = ctx.spec
+    cand = ctx.candidate
+    cells = [_round_cell(ctx, ctx.baseline_cell), _round_cell(ctx, cand)]
     for cid, group in zip(ids, groups, strict=True):
-        cells.append(_cell_table(ctx, _reverted(cand, group), cid))
-    bench = _bench(ctx, dict(raw.get("bench") or {}))
-    report = {k2: v for k2, v in (raw.get("report") or {}).items()
-              if k2 in ("headline", "confidence", "min_effect")}  # fmt: skip
-    spec: dict[str, Any] = {
-        "name": f"{raw.get('name', 'run')}-explain",
-        "description": f"stackmatrix explain {ctx.cell}: round {k}",
-        "baseline": ctx.baseline,
-        "targets": list(raw.get("targets") or []),
-        "order": "interleaved",
-        "cell": cells,
-        "bench": bench,
-        "report": report,
-    }
-    if raw.get("driver"):
-        spec["driver"] = raw["driver"]
-    return spec
+        cells.append(_round_cell(ctx, _reverted(cand, group), cid))
+    policy = run.report
+    # a round judges the headline metric only, and explains nothing itself
+    report = ReportPolicy(
+        headline=policy.headline, confidence=policy.confidence, min_effect=policy.min_effect
+    )
+    return Spec(
+        name=f"{run.name}-explain",
+        path=str(path),
+        description=f"stackmatrix explain {ctx.cell}: round {k}",
+        baseline=ctx.baseline,
+        targets=run.targets,
+        driver=run.driver or None,
+        order="interleaved",
+        cells=tuple(cells),
+        bench=_bench(ctx, run.bench or Bench()),
+        report=report,
+    )
 
 
-def _reverted(cand: Mapping[str, Any], group: Sequence[Change]) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(json.dumps(dict(cand)))  # a deep copy
+def check(spec: Spec) -> str:
+    """The spec's TOML text, once the loader has taken it and read back this very spec:
+    what a derived spec asks for (an id, a pin, a path, a count) is held to every rule a
+    spec file is, before anything is built. Raises SpecError as loading the file would."""
+    from stackmatrix.spec import parse_spec
+
+    text = dumps(spec)
+    loaded = parse_spec(tomllib.loads(text), path=spec.path)
+    if loaded != spec:  # a value the loader would have read otherwise (a bug here)
+        differ = [f.name for f in fields(Spec) if getattr(loaded, f.name) != getattr(spec, f.name)]
+        raise SpecError(spec.path, [f"{', '.join(differ)}: not read back as derived"])
+    return text
+
+
+def _reverted(cand: Cell, group: Sequence[Change]) -> Cell:
+    """The candidate with the group's differences taken back to the baseline's values."""
+    server_args, env, pins = list(cand.server_args), dict(cand.env), list(cand.pins)
     for change in group:
         if change.server_args is not None:
-            out["server_args"] = list(change.server_args)
-        out["server_args"] = [*out.get("server_args", []), *change.args]
-        out["env"] = {**out.get("env", {}), **dict(change.env)}
-        out["pins"] = _replace_pins(out.get("pins", []), change.pins)
-    return out
+            server_args = list(change.server_args)
+        server_args += change.args
+        env.update(change.env)
+        pins = _replace_pins(pins, change.pins)
+    return replace(cand, server_args=tuple(server_args), env=tuple(sorted(env.items())),
+                   pins=tuple(pins))  # fmt: skip
 
 
 def _replace_pins(pins: Sequence[str], new: Sequence[str]) -> list[str]:
-    from stackmatrix.explain.derive import pin_names
-
     names = pin_names(new)
-    return [p for p in pins if pin_names([p]) & names == set()] + list(new)
+    return [p for p in pins if pin_names([p]) & names == set()] + [_normal(p) for p in new]
 
 
-def _cell_table(
-    ctx: Context, definition: Mapping[str, Any], cell_id: str | None = None
-) -> dict[str, Any]:
-    table = {k: v for k, v in definition.items()
-             if k not in ("axes",) and v is not None and v != [] and v != {}}  # fmt: skip
-    if cell_id is not None:
-        table["id"] = cell_id
-    for key in _LOCAL_KEYS:
-        if key in table:
-            table[key] = [_absolute(ctx, v) for v in table[key]]
-    if table.get("index_url"):
-        table["index_url"] = _absolute(ctx, table["index_url"])
-    return table
+def _normal(pin: str) -> str:
+    """A pin as the loader keeps it (`str(Requirement(pin))`); one it would refuse is
+    left for `check` to say."""
+    try:
+        return str(Requirement(pin))
+    except InvalidRequirement:
+        return pin
+
+
+def _round_cell(ctx: Context, cell: Cell, cell_id: str | None = None) -> Cell:
+    """A cell of the round spec: fully defined where it lives (under explain/<cell>/), its
+    local paths made absolute; its axis labels and description are not the round's."""
+    return replace(
+        cell,
+        id=cell.id if cell_id is None else cell_id,
+        index_url=_absolute(ctx, cell.index_url) if cell.index_url else cell.index_url,
+        extra_index_urls=tuple(_absolute(ctx, v) for v in cell.extra_index_urls),
+        find_links=tuple(_absolute(ctx, v) for v in cell.find_links),
+        ca_certs=tuple(_absolute(ctx, v) for v in cell.ca_certs),
+        description="",
+        axes=(),
+    )
 
 
 def _absolute(ctx: Context, value: str) -> str:
@@ -91,24 +121,23 @@ def _absolute(ctx: Context, value: str) -> str:
     return value
 
 
-def warmup_launches(ctx: Context, bench: Mapping[str, Any]) -> int:
+def warmup_launches(ctx: Context, bench: Bench | None) -> int:
     """The rounds' warm-up launches per cell: asked for, or the run's, at least one (on
     the H200, 3 of a round's 4 cells paid 30-66% for a cold first launch without one)."""
     if ctx.warmup_launches is not None:
         return ctx.warmup_launches
-    return max(int(bench.get("warmup_launches") or 0), 1)
+    return max(bench.warmup_launches if bench is not None else 0, 1)
 
 
-def _bench(ctx: Context, bench: dict[str, Any]) -> dict[str, Any]:
-    if ctx.launches is not None:
-        bench["launches"] = ctx.launches
-    bench["warmup_launches"] = warmup_launches(ctx, bench)
-    if ctx.warmup is not None:
-        bench["workload"] = {**(bench.get("workload") or {}), "warmup": ctx.warmup}
-    bench.pop("points", None)  # a round judges the headline metric only
-    model = bench.get("model")
-    if isinstance(model, str) and not Path(model).is_absolute():
+def _bench(ctx: Context, bench: Bench) -> Bench:
+    if ctx.launches is not None:  # a fixed count, where the run's may have been adaptive
+        bench = replace(bench, launches=ctx.launches, min_launches=None)
+    workload = bench.workload if ctx.warmup is None else replace(bench.workload, warmup=ctx.warmup)
+    model = bench.model
+    if model and not Path(model).is_absolute():
         candidate = ctx.spec_dir / model
         if candidate.exists():
-            bench["model"] = str(candidate.resolve())
-    return bench
+            model = str(candidate.resolve())
+    # a round judges the headline metric only: no load points
+    return replace(bench, warmup_launches=warmup_launches(ctx, bench),
+                   workload=workload, points=(), model=model)  # fmt: skip

@@ -12,27 +12,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._secrets import redact_spec_text
 from stackmatrix.errors import StackmatrixError, UsageError
-from stackmatrix.explain import _toml
 from stackmatrix.explain.context import Context, prepare
-from stackmatrix.explain.derive import Change, Derived
+from stackmatrix.explain.derive import Change
+from stackmatrix.explain.explanation import Round, Unfinished, explanation, status, stopped
 from stackmatrix.explain.roundspec import derived_spec, group_id
-from stackmatrix.explain.search import RoundData, SearchResult, search
-from stackmatrix.explain.text import sentences
+from stackmatrix.explain.search import RoundData, search
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.load import RunResults, load_run
 from stackmatrix.report.matrix import MatrixReport
-from stackmatrix.report.model import build_model, cold_first_launches
+from stackmatrix.report.model import ColdStart, build_model, cold_first_launches
 from stackmatrix.results import Status
+from stackmatrix.spec._write import dumps
+from stackmatrix.spec_model import Spec
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 1
 EXPLANATION_FILE = layout.EXPLANATION_JSON
 
 
@@ -40,8 +39,9 @@ class KeptRound(UsageError):
     """A kept round that this explain would measure over (another round spec)."""
 
 
-# (spec path, output dir) -> runs that round; the CLI passes the pipeline
-RoundRunner = Callable[[Path, Path], None]
+# (the round's spec, written at its path; output dir) -> runs that round; the CLI passes
+# the pipeline
+RoundRunner = Callable[[Spec, Path], None]
 
 
 def explain_cell(
@@ -62,7 +62,7 @@ def explain_cell(
     ctx = dataclasses.replace(ctx, warmup=warmup, warmup_launches=warmup_launches,
                               rejudge=rejudge)  # fmt: skip
     out = _explain_dir(run_dir, cell)
-    rounds: list[dict[str, Any]] = []
+    rounds: list[Round] = []
 
     cannot = [key for key, _ in derived.cannot]
 
@@ -77,10 +77,10 @@ def explain_cell(
         raise  # nothing was measured: the explanation of the kept rounds stands
     except StackmatrixError as exc:
         # said in the report, not only in a traceback; the rounds done stay for a re-run
-        _atomic.write_json(path, _stopped(ctx, derived, rounds, exc))
+        _atomic.write_json(path, stopped(ctx, derived, rounds, exc))
         raise
-    result.status = _status(result.status, rounds)
-    _atomic.write_json(path, _explanation(ctx, derived, result, rounds))
+    result.status = status(result.status, rounds)
+    _atomic.write_json(path, explanation(ctx, derived, result, rounds))
     return path
 
 
@@ -96,30 +96,6 @@ def _explain_dir(run_dir: Path, cell: str) -> Path:
     return out
 
 
-def _stopped(
-    ctx: Context, derived: Derived, rounds: list[dict[str, Any]], exc: Exception
-) -> dict[str, Any]:
-    k = len(rounds) + 1
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "cell": ctx.cell,
-        "baseline": ctx.baseline,
-        "metric": ctx.metric,
-        "status": f"failed in round {k}: {exc}",
-        "gap": None,
-        "cause": None,
-        "rounds": [{**meta, "effects": []} for meta in rounds],
-        "cannot_isolate": _cannot_isolate(derived, rounds),
-        "notes": list(derived.notes),
-        "revert_cells": sum(len(r["cells"]) for r in rounds),
-        "launches": sum(int(r["launches"]) for r in rounds),
-        "sentences": [
-            f"{ctx.cell}: explain stopped in round {k} ({exc}); the rounds done are kept "
-            f"under explain/{ctx.cell}/ and `stackmatrix explain` again resumes them."
-        ],
-    }
-
-
 # --- one round -----------------------------------------------------------------------
 
 
@@ -128,7 +104,7 @@ def _round(
     out: Path,
     k: int,
     groups: list[tuple[Change, ...]],
-    rounds: list[dict[str, Any]],
+    rounds: list[Round],
     run_round: RoundRunner,
     cannot: Sequence[str],
 ) -> RoundData:
@@ -138,12 +114,13 @@ def _round(
         _kept_round(round_dir, ids)
     else:
         spec_path = out / f"round-{k}.toml"
-        text = _toml.dumps(derived_spec(ctx, k, groups, ids))
+        spec = derived_spec(ctx, k, groups, ids, spec_path)
+        text = dumps(spec)  # for the round's run, its reports and the people reading them
         _refuse_other_round(round_dir, text)
         _atomic.write_text(spec_path, text)  # replaces the file, never writes through it
         log.info("explain %s: round %d, %d revert cell(s)", ctx.cell, k, len(groups))
         try:
-            run_round(spec_path, round_dir)
+            run_round(spec, round_dir)
         finally:  # the round needed its credentials; the results keep none
             _atomic.write_text(spec_path, redact_spec_text(text))
     results = load_run(round_dir)
@@ -152,17 +129,16 @@ def _round(
         found = results.cell(cid)
         return found.launches(ctx.metric) if found is not None else []
 
-    cells = {cid: [c.to_dict() for c in g] for cid, g in zip(ids, groups, strict=True)}
     every = [ctx.baseline, ctx.cell, *ids]
-    measured = sum(len(launches(c)) for c in every)
     model = build_model(results)
     measured_ids = [cid for cid in ids if launches(cid)]
-    rounds.append({
-        "round": k, "dir": round_dir.name, "cells": cells, "launches": measured,
-        "cold_starts": _cold_starts(model, ctx.metric),
-        "unfinished": _unfinished(results, every, launches),
-        "brought_back": _brought_back(model, ctx.cell, measured_ids, cannot),
-    })  # fmt: skip
+    rounds.append(Round(
+        round=k, dir=round_dir.name, cells=dict(zip(ids, groups, strict=True)),
+        launches=sum(len(launches(c)) for c in every),
+        cold_starts=_cold_starts(model, ctx.metric),
+        unfinished=_unfinished(results, every, launches),
+        brought_back=_brought_back(model, ctx.cell, measured_ids, cannot),
+    ))  # fmt: skip
     return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
                      groups=[launches(cid) for cid in ids],
                      not_run=["" if launches(cid) else _not_run(results, cid)
@@ -201,17 +177,16 @@ def _kept_round(round_dir: Path, ids: Sequence[str]) -> None:
         )
 
 
-def _cold_starts(model: MatrixReport, metric: str) -> list[dict[str, Any]]:
+def _cold_starts(model: MatrixReport, metric: str) -> tuple[ColdStart, ...]:
     """The round's cells whose first measured launch was a cold start: noise that the
     round's warm-up launches did not absorb (revert cells are configurations the machine
     has not served before, so their kernels compile in their first launch)."""
-    return [{**dataclasses.asdict(c), "worse": c.worse}
-            for c in cold_first_launches(model.cells, metric)]  # fmt: skip
+    return tuple(cold_first_launches(model.cells, metric))
 
 
 def _brought_back(
     model: MatrixReport, candidate: str, reverts: Sequence[str], cannot: Sequence[str]
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, tuple[Difference, ...]]:
     """Per measured revert cell: the differences that cannot be isolated which the
     candidate still shows in this round and the revert cell no longer does. They are
     not differences of their own but consequences of what that cell reverts (sglang
@@ -225,28 +200,23 @@ def _brought_back(
         return {d.key: d for d in (*drift.intended, *drift.unintended)}
 
     shown = differences(candidate) or {}
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, tuple[Difference, ...]] = {}
     for cid in reverts:
         mine = differences(cid)
         if mine is None:
             continue
-        gone = [shown[key] for key in cannot if key in shown and key not in mine]
+        gone = tuple(shown[key] for key in cannot if key in shown and key not in mine)
         if gone:
-            out[cid] = [{"key": d.key, "value": d.value, "baseline": d.baseline} for d in gone]
+            out[cid] = gone
     return out
 
 
 def _unfinished(
     results: RunResults, cells: Sequence[str], launches: Callable[[str], list[list[float]]]
-) -> list[dict[str, Any]]:
+) -> tuple[Unfinished, ...]:
     """The round's cells whose bench stopped before its end (the machine was taken back,
     a signal): each with the launches it measured and the launches its spec asked for."""
-    planned: int | None = None
-    try:
-        bench = tomllib.loads(results.spec_text or "").get("bench") or {}
-        planned = int(bench["launches"])
-    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        pass  # no readable spec: the counts say what was measured
+    planned = _planned(results.spec_text)
     out = []
     for cid in cells:
         found = results.cell(cid)
@@ -254,8 +224,19 @@ def _unfinished(
         done = len(launches(cid))
         short = planned is None or done < planned
         if phase is not None and phase.status is Status.INTERRUPTED and short:
-            out.append({"cell": cid, "launches": done, "planned": planned})
-    return out
+            out.append(Unfinished(cell=cid, launches=done, planned=planned))
+    return tuple(out)
+
+
+def _planned(spec_text: str | None) -> int | None:
+    """The launches per cell the round's spec (the results' copy) asks for; None when it
+    is not readable or its launches are adaptive: the counts then say what was measured."""
+    try:
+        bench = tomllib.loads(spec_text or "").get("bench")
+    except tomllib.TOMLDecodeError:
+        return None
+    launches = bench.get("launches") if isinstance(bench, dict) else None
+    return launches if isinstance(launches, int) and not isinstance(launches, bool) else None
 
 
 def _not_run(results: RunResults, cid: str) -> str:
@@ -272,126 +253,3 @@ def _not_run(results: RunResults, cid: str) -> str:
             why = phase.message or phase.code or ""
             return f"{cid}: {name} {phase.status.value}" + (f" ({why})" if why else "")
     return f"{cid}: no launch ran to the end"
-
-
-# --- the explanation file ------------------------------------------------------------
-
-
-def _explanation(
-    ctx: Context, derived: Derived, result: SearchResult[Change], rounds: list[dict[str, Any]]
-) -> dict[str, Any]:
-    def describe(c: Change) -> dict[str, Any]:
-        return c.to_dict()
-
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "cell": ctx.cell,
-        "baseline": ctx.baseline,
-        "metric": ctx.metric,
-        "status": result.status,
-        "gap": result.gap.to_dict() if result.gap else None,
-        "cause": result.cause.to_dict(describe) if result.cause else None,
-        "rounds": [
-            {**meta, "effects": [e.to_dict(describe) for e in effects]}
-            for meta, effects in zip(rounds, result.rounds, strict=True)
-        ],
-        "cannot_isolate": _cannot_isolate(derived, rounds),
-        "notes": [*derived.notes, *([ctx.note] if ctx.note else [])],
-        "revert_cells": sum(len(r["cells"]) for r in rounds),
-        "launches": sum(int(r["launches"]) for r in rounds),
-        "sentences": [
-            # what follows the cause is said before the cost ("It took ...")
-            *_before_last(
-                sentences(ctx.cell, ctx.baseline, result), _follows_sentences(rounds, ctx.baseline)
-            ),
-            *_cold_sentences(rounds),
-            *_unfinished_sentences(rounds),
-        ],
-    }
-
-
-def _followed(rounds: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[str, Any]]]:
-    """key -> (what was reverted, the difference as the candidate showed it) for every
-    difference that cannot be isolated and that a revert cell brought back."""
-    out: dict[str, list[tuple[str, Any]]] = {}
-    for meta in rounds:
-        for cid, gone in (meta.get("brought_back") or {}).items():
-            label = "; ".join(str(c.get("label")) for c in meta["cells"].get(cid) or [])
-            for d in gone:
-                if all(label != seen for seen, _ in out.get(d["key"], [])):
-                    out.setdefault(d["key"], []).append((label, d))
-    return out
-
-
-def _cannot_isolate(derived: Derived, rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    followed = _followed(rounds)
-    return [
-        {"key": key, "why": why, "follows": [label for label, _ in followed.get(key, [])]}
-        for key, why in derived.cannot
-    ]
-
-
-def _before_last(said: list[str], more: list[str]) -> list[str]:
-    return [*said[:-1], *more, *said[-1:]]
-
-
-def _follows_sentences(rounds: Sequence[Mapping[str, Any]], baseline: str) -> list[str]:
-    out = []
-    for key, found in _followed(rounds).items():
-        labels = " and ".join(label for label, _ in found)
-        d = found[0][1]
-        out.append(
-            f"{key} ({d['value']} here) is not a difference of its own: it follows {labels}; "
-            f"with that taken back it is {d['baseline']}, as in {baseline}."
-        )
-    return out
-
-
-def _status(status: str, rounds: Sequence[Mapping[str, Any]]) -> str:
-    """An undecided explanation whose round stopped early says so: the launches that
-    never ran, not the noise, are what is missing."""
-    cut = [meta for meta in rounds if meta.get("unfinished")]
-    if not cut or not status.startswith("not explained"):
-        return status
-    meta = cut[-1]
-    counts = _counts(meta["unfinished"])
-    return (
-        f"not explained: round {meta['round']} is unfinished ({counts}); "
-        "`stackmatrix explain` again finishes it"
-    )
-
-
-def _counts(unfinished: Sequence[Mapping[str, Any]]) -> str:
-    return ", ".join(
-        f"{u['cell']} {u['launches']} of {u['planned']} launches" if u.get("planned")
-        else f"{u['cell']} {u['launches']} launches"
-        for u in unfinished
-    )  # fmt: skip
-
-
-def _unfinished_sentences(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
-    return [
-        f"Round {meta['round']} stopped before its end ({_counts(meta['unfinished'])}): "
-        "`stackmatrix explain` with the same options resumes it, with a warm-up launch of "
-        "each cell it has left to measure; launches of another machine or boot then sit "
-        "next to these, so move the round aside to measure it whole on one."
-        for meta in rounds
-        if meta.get("unfinished")
-    ]
-
-
-def _cold_sentences(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
-    out = []
-    for meta in rounds:
-        cold = meta.get("cold_starts") or []
-        if not cold:
-            continue
-        warm = int(cold[0]["warmup_launches"])
-        worst = ", ".join(f"{c['cell']} {c['worse']:.0%}" for c in cold)
-        out.append(
-            f"Round {meta['round']}: the first measured launch was a cold start in "
-            f"{len(cold)} of {len(meta['cells']) + 2} cells ({worst} worse than their other "
-            f"launches) after {warm} warm-up launch(es): noise the warm-up did not absorb; "
-            f"`stackmatrix explain --warmup-launches {warm + 1}` measures past it."
-        )
-    return out

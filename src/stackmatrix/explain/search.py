@@ -11,8 +11,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.stats import Comparison, Thresholds, Verdict, compare
 
 T = TypeVar("T")
@@ -36,7 +37,7 @@ class Effect(Generic[T]):
     recovered: float | None  # share of the candidate's gap this revert recovers
     why: str = ""  # NOT_RUN: what stopped the revert cell
 
-    def to_dict(self, describe: Callable[[T], Any]) -> dict[str, Any]:
+    def to_dict(self, describe: Callable[[T], JSONValue]) -> JSONObject:
         return {
             "group": [describe(g) for g in self.group],
             "outcome": self.outcome.value,

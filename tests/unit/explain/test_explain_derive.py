@@ -8,21 +8,21 @@ from pathlib import Path
 import pytest
 from tests.support.synthetic import story_cells, write_run
 
+from stackmatrix.explain.context import prepare
 from stackmatrix.explain.derive import Derived, derive
 from stackmatrix.report.load import load_run
 from stackmatrix.report.model import build_model
+from stackmatrix.spec_model import Cell, Spec
 
 
 def test_the_story_s_differences_become_reverts(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
-    results = load_run(run)
-    cell = build_model(results).cell("cu130")
+    cell = build_model(load_run(run)).cell("cu130")
     assert cell.drift is not None
-    base, cand = results.cell("cu128"), results.cell("cu130")
-    assert base is not None and cand is not None
+    ctx, _ = prepare(run, "cu130", None)  # the cells, typed, as plan.json defines them
     derived = derive(cell.drift.intended, cell.drift.unintended, engine="sglang",
-                     baseline_def=base.definition, cell_def=cand.definition)  # fmt: skip
+                     baseline=ctx.baseline_cell, cell=ctx.candidate)  # fmt: skip
     by_key = {c.key: c for c in derived.changes}
     # the resolved attention backend goes back through its flag
     attention = by_key["server:attention_backend"]
@@ -59,8 +59,8 @@ def _derive_args(
 
     intended = [Difference(key=f"server:{k}", baseline=v, value="x", intended=True)
                 for k, v in (resolved or {}).items()]  # fmt: skip
-    return derive(intended, [], engine="sglang",
-                  baseline_def={"server_args": base}, cell_def={"server_args": cell})  # fmt: skip
+    return derive(intended, [], engine="sglang", baseline=Cell(id="a", server_args=tuple(base)),
+                  cell=Cell(id="b", server_args=tuple(cell)))  # fmt: skip
 
 
 def test_each_of_the_cell_s_own_flags_goes_back_alone() -> None:
@@ -97,7 +97,7 @@ def test_a_field_of_a_structured_setting_is_not_taken_for_a_flag() -> None:
 
     nested = Difference(key="server:cuda_graph_config.decode.max_bs", baseline="16", value="4",
                         intended=False)  # fmt: skip
-    derived = derive([], [nested], engine="sglang", baseline_def={}, cell_def={})
+    derived = derive([], [nested], engine="sglang", baseline=Cell(id="a"), cell=Cell(id="b"))
     assert derived.changes == ()
     assert "structured setting" in dict(derived.cannot)[nested.key]
 
@@ -123,19 +123,20 @@ def test_the_plan_says_what_would_be_reverted_and_what_a_round_costs(tmp_path: P
 def test_rounds_take_the_launches_and_warm_up_asked_for(tmp_path: Path) -> None:
     import dataclasses
 
-    from stackmatrix.explain.context import prepare
     from stackmatrix.explain.roundspec import derived_spec
 
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
     ctx, derived = prepare(run, "cu130", 3)
     groups = [(derived.changes[0],)]
-    spec = derived_spec(ctx, 1, groups, ["cu130~x"])
-    assert spec["bench"]["launches"] == 3
-    assert spec["bench"].get("workload", {}).get("warmup") != 16  # the run's own
-    spec = derived_spec(dataclasses.replace(ctx, warmup=16), 1, groups, ["cu130~x"])
-    assert spec["bench"]["workload"]["warmup"] == 16
-    assert len(spec["cell"]) == 3 and spec["cell"][2]["id"] == "cu130~x"
+    path = tmp_path / "round-1.toml"
+    spec = derived_spec(ctx, 1, groups, ["cu130~x"], path)
+    assert spec.bench is not None and spec.bench.launches == 3
+    assert spec.bench.workload.warmup != 16  # the run's own
+    spec = derived_spec(dataclasses.replace(ctx, warmup=16), 1, groups, ["cu130~x"], path)
+    assert spec.bench is not None and spec.bench.workload.warmup == 16
+    assert [c.id for c in spec.cells] == ["cu128", "cu130", "cu130~x"]
+    assert spec.path == str(path) and spec.order == "interleaved"
 
 
 def test_a_round_that_fails_is_said_in_the_report_and_kept(tmp_path: Path) -> None:
@@ -145,7 +146,7 @@ def test_a_round_that_fails_is_said_in_the_report_and_kept(tmp_path: Path) -> No
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
 
-    def broken(spec_path: Path, output: Path) -> None:
+    def broken(spec: Spec, output: Path) -> None:
         raise StackmatrixError("the round's engine is gone")
 
     with pytest.raises(StackmatrixError):
@@ -165,7 +166,7 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
 
     def failing_runner(work_dir: Path, jobs: int, progress: object) -> object:
-        def run_round(spec_path: Path, output: Path) -> None:
+        def run_round(spec: Spec, output: Path) -> None:
             from stackmatrix.errors import StackmatrixError
 
             raise StackmatrixError("no GPU left")
@@ -183,8 +184,6 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
 
 def test_revert_cells_come_from_the_spec_as_run_not_its_redacted_copy(tmp_path: Path) -> None:
     import hashlib
-
-    from stackmatrix.explain.context import prepare
 
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
@@ -207,14 +206,13 @@ def test_revert_cells_come_from_the_spec_as_run_not_its_redacted_copy(tmp_path: 
     )
     (run / "run.json").write_text(json.dumps(record))
     ctx, _ = prepare(run, "cu130", None)
-    assert ctx.note == "" and ctx.raw_spec["cell"][1]["extra_index_urls"] == [secret]
-    assert ctx.definitions["cu130"]["extra_index_urls"] == [secret]  # builds can use it
+    assert ctx.note == "" and ctx.candidate.extra_index_urls == (secret,)  # builds can use it
     original.write_text(text + "\n# edited since\n")  # changed since: the copy again
     ctx, _ = prepare(run, "cu130", None)
     assert "is not here or has changed" in ctx.note
 
 
-def _no_round(spec_path: Path, output: Path) -> None:
+def _no_round(spec: Spec, output: Path) -> None:
     raise AssertionError(f"nothing may be measured through a link ({output})")
 
 
@@ -286,8 +284,8 @@ def test_a_round_spec_keeps_no_credential_once_the_round_is_done(tmp_path: Path)
     (run / "run.json").write_text(json.dumps(record))
     seen: list[str] = []
 
-    def measured(spec_path: Path, output: Path) -> None:
-        seen.append(spec_path.read_text())
+    def measured(spec: Spec, output: Path) -> None:
+        seen.append(Path(spec.path).read_text())
         raise StackmatrixError("stop after the spec")
 
     with pytest.raises(StackmatrixError):

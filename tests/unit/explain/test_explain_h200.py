@@ -17,6 +17,7 @@ from stackmatrix.explain.roundspec import derived_spec
 from stackmatrix.explain.runner import _cold_starts, explain_cell
 from stackmatrix.report.load import load_run
 from stackmatrix.report.model import build_model
+from stackmatrix.spec_model import Bench, Spec
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang-explain"
 ROUND = Path("explain") / "triton-capped" / "round-1"
@@ -29,7 +30,7 @@ def kept(tmp_path: Path) -> Path:
     return run
 
 
-def _no_gpu_here(spec_path: Path, output: Path) -> None:
+def _no_gpu_here(spec: Spec, output: Path) -> None:
     raise AssertionError(f"a kept round must not be measured again ({output})")
 
 
@@ -37,10 +38,10 @@ def test_the_h200_round_s_first_launches_were_cold_starts() -> None:
     # 0 warm-up launches: the first launch of three of the four configurations compiled
     # its kernels in the measured round (flashinfer 4349 tok/s, then 7112 and 7024)
     model = build_model(load_run(EXAMPLE / ROUND))
-    cold = {c["cell"]: c for c in _cold_starts(model, "output_throughput")}
+    cold = {c.cell: c for c in _cold_starts(model, "output_throughput")}
     assert set(cold) == {"flashinfer", "triton-capped", "triton-capped~max-running-requests=64"}
-    assert cold["flashinfer"]["first"] < 0.7 * cold["flashinfer"]["median"]
-    assert all(c["warmup_launches"] == 0 and c["label"] == "L1" for c in cold.values())
+    assert cold["flashinfer"].first < 0.7 * cold["flashinfer"].median
+    assert all(c.warmup_launches == 0 and c.label == "L1" for c in cold.values())
 
 
 def test_rejudging_the_kept_round_says_where_its_noise_came_from(kept: Path) -> None:
@@ -88,15 +89,17 @@ def test_revert_rounds_warm_up_each_cell_at_least_once(tmp_path: Path) -> None:
     ctx, derived = prepare(run, "cu130", 3)
     groups = [(derived.changes[0],)]
 
-    def warmups(**kw: int | None) -> object:
-        spec = derived_spec(dataclasses.replace(ctx, **kw), 1, groups, ["cu130~x"])  # type: ignore[arg-type]
-        return spec["bench"]["warmup_launches"]
+    def warmups(warmup_launches: int | None = None) -> int:
+        asked = dataclasses.replace(ctx, warmup_launches=warmup_launches)
+        spec = derived_spec(asked, 1, groups, ["cu130~x"], tmp_path / "round-1.toml")
+        assert spec.bench is not None
+        return spec.bench.warmup_launches
 
-    assert (ctx.raw_spec.get("bench") or {}).get("warmup_launches", 0) == 0
+    assert ctx.spec.bench is None  # the synthetic run has no [bench]: none warmed up
     assert warmups() == 1  # the run had none: revert cells are new configurations
     assert warmups(warmup_launches=0) == 0  # asked for
-    bench = {**(ctx.raw_spec.get("bench") or {}), "warmup_launches": 2}
-    ctx = dataclasses.replace(ctx, raw_spec={**ctx.raw_spec, "bench": bench})
+    bench = dataclasses.replace(Bench(), warmup_launches=2)
+    ctx = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, bench=bench))
     assert warmups() == 2  # the run's own, when it had more
 
 
@@ -150,7 +153,7 @@ def kept_warm(tmp_path: Path) -> Path:
 
 def test_the_warm_round_had_no_cold_start() -> None:
     # one discarded warm-up launch per cell: the first measured launches are warm
-    assert _cold_starts(build_model(load_run(WARM / ROUND)), "output_throughput") == []
+    assert _cold_starts(build_model(load_run(WARM / ROUND)), "output_throughput") == ()
 
 
 def test_a_round_cut_short_says_what_it_lacks_not_noise(kept_warm: Path) -> None:
