@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.records import BenchData
+from stackmatrix.records._read import JSONValue
 from stackmatrix.results import RunDir
 from stackmatrix.spec import MAX_LAUNCHES, load_spec
 
+if TYPE_CHECKING:
+    from stackmatrix.report.power import Calibration
 
-def launch_values(bench_data: dict[str, Any], metric: str) -> list[list[float]]:
+
+def launch_values(bench_data: Mapping[str, JSONValue], metric: str) -> list[list[float]]:
     """Round values of `metric`, one list per launch that measured it (a launch that
     failed after some rounds counts with those)."""
     launches = BenchData.from_dict(bench_data).launches
@@ -66,35 +71,53 @@ def calibrate_main(args: argparse.Namespace) -> int:
     RunDir(summary.run_dir).write_json(
         "calibration.json", {"cell": cell, "metric": metric, **cal.to_dict()}
     )
-    print(render(cell, metric, values, cal.to_dict(), spec.report.min_effect))
+    print(render(cell, metric, values, cal, spec.report.min_effect))
     return 0
 
 
 def render(
-    cell: str, metric: str, values: list[list[float]], cal: dict[str, Any], min_effect: float
+    cell: str, metric: str, values: list[list[float]], cal: Calibration, min_effect: float
 ) -> str:
     lines = [
-        f"calibration of {cell} on {metric}: {cal['launches']} launches, "
-        f"{cal['rounds_per_launch']:.1f} rounds each"
+        f"calibration of {cell} on {metric}: {cal.launches} launches, "
+        f"{cal.rounds_per_launch:.1f} rounds each"
     ]
     for i, rounds in enumerate(values):
         lines.append(f"  launch {i}: " + ", ".join(f"{v:.2f}" for v in rounds))
-    within = cal["within_sd"]
+    within = cal.within_sd
     lines.append(
-        f"launch-to-launch sd: {cal['launch_sd'] * 100:.2f}%   within-launch sd: "
+        f"launch-to-launch sd: {cal.launch_sd * 100:.2f}%   within-launch sd: "
         + (f"{within * 100:.2f}%" if within is not None else "n/a (1 round)")
     )
-    lines.append(
-        f"smallest change a verdict can detect (alpha {cal['alpha']}, power {cal['power']}):"
-    )
-    for row in cal["detectable"]:
-        flag = "" if row["change"] <= min_effect else f"  (> min_effect {min_effect:.1%})"
-        lines.append(f"  {row['launches']:>3} launches per cell: {row['change'] * 100:.2f}%{flag}")
+    lines.append(f"smallest change a verdict can detect (alpha {cal.alpha}, power {cal.power}):")
+    for k, change in cal.detectable:
+        flag = "" if change <= min_effect else f"  (> min_effect {min_effect:.1%})"
+        lines.append(f"  {k:>3} launches per cell: {change * 100:.2f}%{flag}")
     return "\n".join(lines)
 
 
+class DetectableRow(TypedDict):
+    launches: int  # launches per cell
+    change: float  # the smallest change a verdict finds with them
+
+
+class CalibrationData(TypedDict, total=False):
+    """matrix.json's `calibration`: the cell it was estimated from and
+    Calibration.to_dict() (report/matrix.py writes it; `noise_note` reads it loosely)."""
+
+    cell: str
+    launches: int
+    rounds_per_launch: float
+    per_launch_sd: float
+    launch_sd: float
+    within_sd: float | None
+    alpha: float
+    power: float
+    detectable: list[DetectableRow]
+
+
 def noise_note(
-    calibration: dict[str, Any] | None, launches: int, min_effect: float, baseline: str = ""
+    calibration: CalibrationData | None, launches: int, min_effect: float, baseline: str = ""
 ) -> list[str]:
     """What `run` prints once a cell (the baseline when it has enough launches, matrix.json's
     `calibration.cell`) has enough launches to estimate noise."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # records/ imports this module
@@ -21,6 +22,7 @@ class _FindingFields(NamedTuple):
     message: str
     cell: str | None
     subject: str | None
+    # Any, not JSONObject: check/ passes dicts of list[str] and tests index them
     details: dict[str, Any]
 
 
@@ -60,15 +62,28 @@ class Finding(_FindingFields):
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finding:
+    def from_dict(cls, data: Mapping[str, object]) -> Finding:
+        """What to_dict wrote; KeyError, TypeError or ValueError for what it cannot have."""
         return cls(
             code=str(data["code"]),
-            severity=Severity(data["severity"]),
+            severity=Severity(str(data["severity"])),  # ValueError for any other value
             message=str(data["message"]),
-            cell=data.get("cell"),
-            subject=data.get("subject"),
-            details=dict(data.get("details") or {}),
+            cell=text(data.get("cell")),
+            subject=text(data.get("subject")),
+            details=dict(mapping(data.get("details") or {}, "details")),
         )
+
+
+def text(value: object) -> str | None:
+    """An optional string as read from JSON: anything else is left out (None)."""
+    return value if isinstance(value, str) else None
+
+
+def mapping(value: object, what: str) -> Mapping[str, object]:
+    """A JSON object as read; TypeError for anything else."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} is {type(value).__name__}, not an object")
+    return value
 
 
 def worst(findings: list[Finding]) -> Severity | None:

@@ -15,14 +15,14 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _nofollow, layout
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.records import RunRecord
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec.cells import MAX_CELLS
 
@@ -219,11 +219,12 @@ def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
                           "sessions": sessions})  # fmt: skip
 
 
-def _sessions(schedule: dict[str, Any]) -> list[Any]:
+def _sessions(schedule: Mapping[str, JSONValue]) -> list[JSONValue]:
     sessions = schedule.get("sessions")
     if isinstance(sessions, list):
         return sessions
-    return [{k: schedule[k] for k in ("order", "order_seed", "slots") if k in schedule}]
+    only: JSONObject = {k: schedule[k] for k in ("order", "order_seed", "slots") if k in schedule}
+    return [only]
 
 
 def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:

@@ -12,9 +12,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from stackmatrix._secrets import redact, redact_argv
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.spec_model import Cell, Spec
 
 # Bump when the way environments are built changes, so old environments are rebuilt.
@@ -28,7 +29,7 @@ LAYER_FIELDS = ("inherit", "offline", "no_deps")
 RUN_FIELDS = ("env", "server_args", "gpus", "runs_on")
 
 
-def cell_definition(cell: Cell) -> dict[str, Any]:
+def cell_definition(cell: Cell) -> JSONObject:
     """The cell as plain JSON data (what plan.json and reports show)."""
     return {
         "id": cell.id,
@@ -53,7 +54,7 @@ def cell_definition(cell: Cell) -> dict[str, Any]:
     }
 
 
-def _digest(data: Any) -> str:
+def _digest(data: JSONValue) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -61,7 +62,7 @@ def _digest(data: Any) -> str:
 def content_hash(cell: Cell, spec_dir: Path | None = None) -> str:
     d = cell_definition(cell)
     env_part = {k: d[k] for k in ENV_FIELDS}
-    env_part["pins"] = sorted(env_part["pins"])
+    env_part["pins"] = _strings(sorted(cell.pins))  # d["pins"] is list(cell.pins)
     env_part["ca_certs"] = [_file_digest(c, spec_dir) for c in cell.ca_certs]
     env_part["builder"] = BUILDER_VERSION
     env_part |= {k: d[k] for k in LAYER_FIELDS if d[k]}
@@ -86,14 +87,14 @@ class PlannedCell:
     cell: Cell
     content_hash: str
     run_hash: str
-    differs: dict[str, tuple[Any, Any]]  # field -> (baseline value, this cell's value)
+    differs: dict[str, tuple[JSONValue, JSONValue]]  # field -> (baseline value, this cell's)
     is_baseline: bool
 
     @property
     def short_hash(self) -> str:
         return self.content_hash[:12]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "id": self.cell.id,
             "content_hash": self.content_hash,
@@ -149,9 +150,24 @@ def describe_difference(field: str, old: Any, new: Any) -> str:
     return f"{field} {old}->{new}"
 
 
-def github_matrix(spec: Spec, default_runner: str = "ubuntu-latest") -> dict[str, Any]:
+def _strings(values: list[str]) -> list[JSONValue]:
+    return list(values)  # a copy: a list[str] is no list[JSONValue]
+
+
+# One cell of the GitHub Actions matrix (its keys are spelled as the workflows use them).
+MatrixEntry = TypedDict(
+    "MatrixEntry",
+    {"cell": str, "runs-on": list[str], "gpus": int, "content-hash": str, "baseline": bool},
+)
+
+
+class GithubMatrix(TypedDict):
+    include: list[MatrixEntry]
+
+
+def github_matrix(spec: Spec, default_runner: str = "ubuntu-latest") -> GithubMatrix:
     """The JSON a GitHub Actions `strategy.matrix` takes: one entry per cell."""
-    include = []
+    include: list[MatrixEntry] = []
     for pc in make_plan(spec):
         labels = list(pc.cell.runs_on) or [default_runner]
         include.append(

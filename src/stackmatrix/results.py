@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackmatrix import _atomic, _nofollow, _shapes, layout
 from stackmatrix.errors import ResultsError
-from stackmatrix.findings import Finding
+from stackmatrix.findings import Finding, mapping, text
 
 if TYPE_CHECKING:  # records/ imports this module
     from stackmatrix.records._read import JSONObject
@@ -61,6 +61,8 @@ class PhaseResult:
     finished: str = ""
     duration_s: float = 0.0
     findings: list[Finding] = field(default_factory=list)
+    # the phase's data, typed by stackmatrix.records (BuildData, CheckData, BenchData);
+    # Any, not JSONObject: tests outside the records index it without narrowing
     data: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -103,22 +105,35 @@ class PhaseResult:
             raise ResultsError(f"phase result is malformed: {exc}") from exc
 
     @classmethod
-    def _from_fields(cls, raw: dict[str, Any]) -> PhaseResult:
-        if not isinstance(raw.get("data") or {}, dict):
-            raise TypeError(f"data is {type(raw['data']).__name__}, not an object")
+    def _from_fields(cls, raw: Mapping[str, object]) -> PhaseResult:
+        """KeyError, TypeError or ValueError for a field it cannot have."""
+        data = mapping(raw.get("data") or {}, "data")
         return cls(
             phase=str(raw["phase"]),
             cell=str(raw["cell"]),
-            status=Status(raw["status"]),
-            code=raw.get("code"),
+            status=Status(str(raw["status"])),  # ValueError for any other value
+            code=text(raw.get("code")),
             message=str(raw.get("message", "")),
             inputs_hash=str(raw["inputs_hash"]),
             started=str(raw.get("started", "")),
             finished=str(raw.get("finished", "")),
-            duration_s=float(raw.get("duration_s", 0.0)),
-            findings=[Finding.from_dict(f) for f in raw.get("findings") or []],
-            data=dict(raw.get("data") or {}),
+            duration_s=_seconds(raw.get("duration_s", 0.0)),
+            findings=[Finding.from_dict(mapping(f, "a finding")) for f in _items(raw)],
+            data=dict(data),
         )
+
+
+def _seconds(value: object) -> float:
+    if not isinstance(value, int | float | str):  # float() of a number, or its text
+        raise TypeError(f"duration_s is {type(value).__name__}, not a number")
+    return float(value)
+
+
+def _items(raw: Mapping[str, object]) -> list[object]:
+    findings = raw.get("findings") or []
+    if not isinstance(findings, list):
+        raise TypeError(f"findings is {type(findings).__name__}, not a list")
+    return findings
 
 
 INTERNAL_ERROR = "internal_error"  # the code of a result whose phase crashed (CellDir.crashed)
@@ -259,7 +274,7 @@ class RunDir:
         except OSError as exc:
             raise ResultsError(f"cannot list {root}: {exc.strerror}") from exc
 
-    def read_run(self) -> dict[str, Any]:
+    def read_run(self) -> JSONObject:
         if not os.path.lexists(self.run_json):
             raise ResultsError(
                 f"{self.path} is not a stackmatrix results directory (no run.json); "

@@ -4,12 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.calibrate import launch_values, noise_note, render
+from stackmatrix.calibrate import CalibrationData, launch_values, noise_note, render
 from stackmatrix.cli import main
+from stackmatrix.records._read import JSONObject
+from stackmatrix.report.power import Calibration
 
 
 def test_launch_values_skip_failed_rounds() -> None:
-    data = {
+    data: JSONObject = {
         "launches": [
             {"rounds": [{"metrics": {"decode_tok_s": 70.0}}, {"metrics": {"decode_tok_s": None}}]},
             {"rounds": []},
@@ -19,7 +21,7 @@ def test_launch_values_skip_failed_rounds() -> None:
     assert launch_values(data, "decode_tok_s") == [[70.0], [68.0]]
 
 
-CAL = {
+CAL: CalibrationData = {
     "launches": 5,
     "rounds_per_launch": 2.0,
     "per_launch_sd": 0.05,
@@ -48,7 +50,11 @@ def test_noise_note_names_the_cell_it_was_estimated_from() -> None:
 
 
 def test_render_lists_launches_and_detectable_changes() -> None:
-    text = render("a", "decode_tok_s", [[70.0, 71.0], [65.0, 66.0]], CAL, 0.05)
+    cal = Calibration(
+        launches=5, rounds_per_launch=2.0, per_launch_sd=0.05, launch_sd=0.04, within_sd=0.02,
+        alpha=0.05, power=0.8, detectable=((3, 0.2), (5, 0.1), (10, 0.02)),
+    )  # fmt: skip
+    text = render("a", "decode_tok_s", [[70.0, 71.0], [65.0, 66.0]], cal, 0.05)
     assert "launch 1: 65.00, 66.00" in text
     assert "within-launch sd: 2.00%" in text
     assert "3 launches per cell: 20.00%  (> min_effect 5.0%)" in text

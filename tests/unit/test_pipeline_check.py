@@ -16,6 +16,7 @@ from typing import Any
 from tests.support.ctrl_c import as_in_a_terminal
 
 from stackmatrix.cli import main
+from stackmatrix.records._read import JSONObject
 
 CELLS = ("a", "b", "c")
 
@@ -37,7 +38,7 @@ def untimed(value: Any) -> Any:
     return value
 
 
-def checked(tmp_path: Path, spec: Path, name: str, jobs: int) -> dict[str, Any]:
+def checked(tmp_path: Path, spec: Path, name: str, jobs: int) -> dict[str, JSONObject]:
     out, work = tmp_path / name, tmp_path / f"work-{name}"
     argv = ["--output", str(out), "--work-dir", str(work)]
     assert main(["build", str(spec), *argv]) == 0

@@ -20,7 +20,7 @@ from stackmatrix.records import (
     RunRecord,
     check_verdict,
 )
-from stackmatrix.records._read import plain
+from stackmatrix.records._read import JSONObject, plain
 from stackmatrix.results import PhaseResult, Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
@@ -100,7 +100,7 @@ def test_a_launch_reads_its_rounds_and_load_points() -> None:
 def test_a_launch_is_written_with_its_keys_in_the_order_bench_json_has() -> None:
     """bench/ writes launches through `to_dict`: a failed one (teardown null, as when no
     server started) comes back key for key and in the same order."""
-    raw = {
+    raw: JSONObject = {
         "index": 1, "sequence": 3, "started": "t0", "env_facts": {"before": {}, "after": {}},
         "status": "failed", "rounds": [{"index": 1, "metrics": {}, "requests_file": "r",
         "warmup_errors": 0, "client_workers": 2, "client_cpu_shares": [0.1, 0.2]}],
@@ -147,7 +147,7 @@ def test_a_field_value_json_lacks_is_written_as_its_text() -> None:
 
 
 def test_the_check_verdict_is_its_own_else_a_failing_finding_says_incompatible() -> None:
-    def check(data: dict[str, Any], *severities: Severity) -> PhaseResult:
+    def check(data: JSONObject, *severities: Severity) -> PhaseResult:
         findings = [Finding(code="SM-X", severity=s, cell="a", message="m") for s in severities]
         return PhaseResult(
             phase="check", cell="a", status=Status.OK, inputs_hash="", findings=findings, data=data

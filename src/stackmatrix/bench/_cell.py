@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from stackmatrix._secrets import redact
 from stackmatrix.bench import metrics
@@ -13,6 +12,7 @@ from stackmatrix.bench.engines import EffectiveConfig, Engine
 from stackmatrix.build.base import Environment
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.records import BenchData, LaunchRecord, PointInfo, RoundRecord
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, Status, now_iso
 from stackmatrix.spec_model import Bench
 
@@ -104,7 +104,7 @@ def finish(st: CellState, bench: Bench, headline: str = "output_throughput") -> 
         result.status = Status.OK
         result.message = _ok_message(st.launches, headline)
         result.finished = now_iso()
-    errors = sum(r.metrics["errors"] for ln in st.launches for r in ln.rounds)
+    errors = sum(_errors(r) for ln in st.launches for r in ln.rounds)
     result.findings = [*busy_client(st), *result.findings]
     if errors:
         result.findings = [
@@ -139,18 +139,18 @@ def busy_client(st: CellState) -> list[Finding]:
         for ln in st.launches
         for rounds in (ln.rounds, *(p.rounds for p in (ln.points or {}).values()))
         for r in rounds
-        if float(r.metrics.get("duration_s", 0.0)) >= CLIENT_BUSY_MIN_S
+        if figure(r, "duration_s") >= CLIENT_BUSY_MIN_S
     ]
     busiest = max(rounds, key=_cpu_share, default=None)
     if busiest is None or _cpu_share(busiest) <= CLIENT_BUSY:
         return []
-    share, per_worker = _cpu_share(busiest), busiest.extra.get("client_cpu_shares") or []
+    share, per_worker = _cpu_share(busiest), _shares(busiest.extra.get("client_cpu_shares"))
     who = "the benchmark client"
-    details: dict[str, Any] = {"client_cpu_share_max": round(share, 3)}
+    details: JSONObject = {"client_cpu_share_max": round(share, 3)}
     if per_worker:
         k = per_worker.index(max(per_worker)) + 1
         who = f"worker {k} of the benchmark client's {len(per_worker)}"
-        details["client_cpu_shares"] = per_worker
+        details["client_cpu_shares"] = list(per_worker)  # a copy: list[JSONValue]
     return [
         Finding(
             code="SM-BENCH-CLIENT-BUSY",
@@ -170,7 +170,29 @@ def busy_client(st: CellState) -> list[Finding]:
 
 
 def _cpu_share(rnd: RoundRecord) -> float:
-    return float(rnd.metrics.get("client_cpu_share", 0.0))
+    return figure(rnd, "client_cpu_share")
+
+
+def figure(rnd: RoundRecord, name: str) -> float:
+    """A round's figure as a float, 0.0 where it has none (absent or null)."""
+    value = rnd.metrics.get(name) or 0.0
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"round metric {name} is {type(value).__name__}, not a number")
+    return float(value)
+
+
+def _errors(rnd: RoundRecord) -> int | float:
+    """A round's failed requests (every round the client measured counts them)."""
+    value = rnd.metrics["errors"]
+    if not isinstance(value, int | float):
+        raise TypeError(f"round metric errors is {type(value).__name__}, not a number")
+    return value
+
+
+def _shares(value: JSONValue) -> list[int | float]:
+    """Each worker's CPU share, as the round's record lists them (none where the round
+    had no workers, or the record says something else)."""
+    return [x for x in value if isinstance(x, int | float)] if isinstance(value, list) else []
 
 
 def _ok_message(launches: Sequence[LaunchRecord], headline: str) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+
+from stackmatrix.records._read import JSONObject
 
 
 def get(url: str, *, timeout_s: float = 5.0) -> tuple[int, bytes]:
@@ -20,7 +21,7 @@ def get(url: str, *, timeout_s: float = 5.0) -> tuple[int, bytes]:
         return 0, b""
 
 
-def get_json(url: str, *, timeout_s: float = 5.0) -> dict[str, Any] | None:
+def get_json(url: str, *, timeout_s: float = 5.0) -> JSONObject | None:
     """The JSON object at `url`, or None when it does not answer 200 with an object."""
     status, body = get(url, timeout_s=timeout_s)
     if status != 200:

@@ -16,12 +16,13 @@ from stackmatrix import layout
 from stackmatrix._secrets import redact, redact_argv
 from stackmatrix.bench import _workers as client_workers
 from stackmatrix.bench import envfacts, metrics, server, workload
-from stackmatrix.bench._cell import CellState, round_summary
+from stackmatrix.bench._cell import CellState, figure, round_summary
 from stackmatrix.bench._maps import Mapped, server_mapped
 from stackmatrix.bench._steady import FALLBACK_BATCH, SteadyLog, batch_figures, judge
 from stackmatrix.bench.client import ClientOptions, RoundOutcome, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, package_version
 from stackmatrix.records import LaunchRecord, PointRun, RoundRecord
+from stackmatrix.records._read import JSONObject
 from stackmatrix.results import now_iso
 from stackmatrix.spec_model import MAX_ROUNDS, Bench, LoadPoint, Workload
 
@@ -51,16 +52,16 @@ class Launch:
     index: int | str
     sequence: int
     started: str = field(default_factory=now_iso)
-    before: dict[str, Any] = field(default_factory=lambda: envfacts.collect())
+    before: JSONObject = field(default_factory=lambda: envfacts.collect())
     rounds: list[RoundRecord] = field(default_factory=list)
     points: dict[str, _PointRounds] | None = None
     config: EffectiveConfig | None = None
     launch_argv: list[str] | None = None
     ready_s: float | None = None
     failure: server.ServerFailed | None = None
-    teardown: dict[str, Any] | None = None
+    teardown: JSONObject | None = None
     finished: str | None = None
-    after: dict[str, Any] | None = None
+    after: JSONObject | None = None
     steady: SteadyLog | None = None  # the headline's warm-up batches (bench.steady_warmup)
     min_duration_s: float = 0.0
     mapped: Mapped | None = None  # the shared objects the live server mapped (bench/_maps.py)
@@ -91,10 +92,10 @@ class Launch:
             extra=self._extra(),
         )
 
-    def _extra(self) -> dict[str, Any]:
+    def _extra(self) -> JSONObject:
         """teardown, and with them on, the steady warm-up and the minimum duration (off,
         the record is as it was before they existed)."""
-        extra: dict[str, Any] = {"teardown": self.teardown}
+        extra: JSONObject = {"teardown": self.teardown}
         if self.steady is not None:
             extra["steady"] = self.steady.to_dict()
         if self.min_duration_s > 0:
@@ -254,7 +255,7 @@ class _Rounds:
             return True
         if point is not None or done >= MAX_ROUNDS:
             return False
-        measured = sum(float(x.metrics.get("duration_s") or 0.0) for x in out)
+        measured = sum(figure(x, "duration_s") for x in out)
         return measured < self.bench.min_duration_s
 
     def _warm_until_steady(
@@ -297,12 +298,13 @@ class _Rounds:
         records = [x.to_dict() for x in outcome.records]
         workload.write_requests(self.st.cell_dir.file(name), records)
         figures = metrics.round_metrics(outcome.records, outcome.duration_s)
+        extra = client_cpu(outcome, figures)  # adds the client's share to `figures`
         record = RoundRecord(
             index=r,
-            metrics=figures,
+            metrics=dict(figures),
             requests_file=name,
             warmup_errors=warm_errors,
-            extra=client_cpu(outcome, figures),
+            extra=extra,
         )
         return record, outcome
 
@@ -322,7 +324,7 @@ def _client_workers(bench: Bench, wk: Workload) -> int:
     return bench.client_workers
 
 
-def client_cpu(outcome: RoundOutcome, figures: dict[str, Any]) -> dict[str, Any]:
+def client_cpu(outcome: RoundOutcome, figures: dict[str, float | None]) -> JSONObject:
     """The client's own CPU share of one core (a busy client measures itself): with
     worker processes, the busiest worker's in `client_cpu_share` and each worker's in
     the round's `client_cpu_shares` (the keys returned, for the round's record)."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stackmatrix.bench.server import group_pids
+from stackmatrix.records._read import JSONObject
 
 MAX_MAPS_BYTES = 16 << 20  # one process's maps: sglang's are a few hundred KB
 MAX_LIBRARIES = 5000
@@ -22,7 +22,7 @@ class Mapped:
     libraries: tuple[str, ...]
     truncated: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"processes": self.processes, "libraries": list(self.libraries),
                 "truncated": self.truncated}  # fmt: skip
 

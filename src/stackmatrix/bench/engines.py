@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from stackmatrix import _proc, engine_registry
 from stackmatrix.bench import _http
 from stackmatrix.engine_registry import EngineTraits
+from stackmatrix.records._read import JSONObject, JSONValue
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,8 @@ class EffectiveConfig:
     """The configuration a server actually ran with."""
 
     version: str | None
-    flat: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
+    flat: JSONObject = field(default_factory=dict)
+    raw: JSONObject = field(default_factory=dict)
 
 
 class Engine:
@@ -85,7 +86,7 @@ class Engine:
         self, base_url: str, *, launch_args: Sequence[str], env_version: str | None
     ) -> EffectiveConfig:
         flat = args_to_flat(launch_args)
-        raw: dict[str, Any] = {"launch_args": list(launch_args)}
+        raw: JSONObject = {"launch_args": list(launch_args)}
         return EffectiveConfig(version=env_version, flat=flat, raw=raw)
 
 
@@ -117,10 +118,14 @@ class TransformersEngine(Engine):
     ) -> EffectiveConfig:
         # transformers serve has no endpoint describing its settings: the flags we
         # passed and the installed version are all there is.
-        flat = {"continuous_batching": False, "attn_implementation": None, "device": "auto"}
+        flat: JSONObject = {
+            "continuous_batching": False,
+            "attn_implementation": None,
+            "device": "auto",
+        }
         flat |= args_to_flat(launch_args)
         flat["engine_version"] = env_version
-        raw = {"launch_args": list(launch_args), "version": env_version}
+        raw: JSONObject = {"launch_args": list(launch_args), "version": env_version}
         return EffectiveConfig(version=env_version, flat=flat, raw=raw)
 
 
@@ -190,7 +195,7 @@ class VllmEngine(Engine):
         ver = _http.get_json(base_url + "/version")
         version = str(ver["version"]) if ver and ver.get("version") else env_version
         flat = args_to_flat(launch_args) | {"engine_version": version}
-        raw = {"version": ver, "launch_args": list(launch_args)}
+        raw: JSONObject = {"version": ver, "launch_args": list(launch_args)}
         return EffectiveConfig(version=version, flat=flat, raw=raw)
 
 
@@ -230,11 +235,11 @@ def get_engine(name: str) -> Engine:
         raise ValueError(f"unknown engine {name!r}; known engines: {known}") from None
 
 
-def _from_info(info: dict[str, Any], version: Any) -> EffectiveConfig:
+def _from_info(info: JSONObject, version: JSONValue) -> EffectiveConfig:
     return EffectiveConfig(version=str(version) if version else None, flat=flatten(info), raw=info)
 
 
-def first_json(base_url: str, paths: Sequence[str]) -> dict[str, Any] | None:
+def first_json(base_url: str, paths: Sequence[str]) -> JSONObject | None:
     for path in paths:
         data = _http.get_json(base_url + path, timeout_s=10.0)
         if data is not None:
@@ -242,9 +247,9 @@ def first_json(base_url: str, paths: Sequence[str]) -> dict[str, Any] | None:
     return None
 
 
-def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(data: Mapping[str, JSONValue], prefix: str = "") -> JSONObject:
     """Nested objects become dotted keys; launch-specific keys are dropped."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in data.items():
         if key in VOLATILE_KEYS:
             continue
@@ -256,12 +261,12 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def args_to_flat(args: Sequence[str]) -> dict[str, Any]:
+def args_to_flat(args: Sequence[str]) -> JSONObject:
     """Engine flags as settings.
 
     `--attn-implementation sdpa --no-compile` -> {"attn_implementation": "sdpa", "compile": False}
     """
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     i = 0
     while i < len(args):
         arg = args[i]

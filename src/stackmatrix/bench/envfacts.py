@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-from typing import Any
 
 from stackmatrix import _proc
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import now_iso
 
 GPU_FIELDS = (
@@ -46,10 +46,10 @@ def gpu_pids() -> list[int]:
     return out
 
 
-def collect() -> dict[str, Any]:
+def collect() -> JSONObject:
     """A snapshot: time, host load, and (where nvidia-smi exists) GPUs and their processes."""
     try:
-        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+        load: list[JSONValue] | None = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = None
     return {
@@ -59,9 +59,14 @@ def collect() -> dict[str, Any]:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "loadavg": load,
         "cpu_count": os.cpu_count(),
-        "gpus": _query("--query-gpu=" + ",".join(GPU_FIELDS), GPU_FIELDS),
-        "gpu_processes": _query("--query-compute-apps=" + ",".join(APP_FIELDS), APP_FIELDS),
+        "gpus": _json(_query("--query-gpu=" + ",".join(GPU_FIELDS), GPU_FIELDS)),
+        "gpu_processes": _json(_query("--query-compute-apps=" + ",".join(APP_FIELDS), APP_FIELDS)),
     }
+
+
+def _json(rows: list[dict[str, str]] | None) -> JSONValue:
+    """nvidia-smi's rows as JSON (copies: a list[dict[str, str]] is no list[JSONValue])."""
+    return None if rows is None else [dict(row) for row in rows]
 
 
 def _query(query: str, fields: tuple[str, ...]) -> list[dict[str, str]] | None:

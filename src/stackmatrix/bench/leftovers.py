@@ -28,8 +28,8 @@ import secrets
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _atomic, _nofollow
 from stackmatrix.errors import ResultsError
@@ -108,7 +108,7 @@ def _reap_one(path: Path) -> str:
     return f"{what} was still running; " + ("stopped" if stopped else "could not be stopped")
 
 
-def _not_ours(pgid: int, data: dict[str, Any]) -> str | None:
+def _not_ours(pgid: int, data: Mapping[str, object]) -> str | None:
     """Why process group `pgid` is not provably the one the record's run started, or
     None when it is."""
     stat = _stat(pgid)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from stackmatrix.bench.client import RequestRecord
 
@@ -44,13 +43,13 @@ def tpot_s(rec: RequestRecord) -> float | None:
     return (rec.e2e_s - rec.ttft_s) / (rec.output_tokens - 1)
 
 
-def round_metrics(records: Sequence[RequestRecord], duration_s: float) -> dict[str, Any]:
+def round_metrics(records: Sequence[RequestRecord], duration_s: float) -> dict[str, float | None]:
     """The figures of one measured round."""
     ok = [r for r in records if r.ok]
     total_out = sum(r.output_tokens for r in ok)
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None and t > 0]
     decode = [1.0 / t for t in tpots]
-    metrics: dict[str, Any] = {
+    metrics: dict[str, float | None] = {
         "completed": len(ok),
         "errors": len(records) - len(ok),
         "total_output_tokens": total_out,
@@ -73,26 +72,26 @@ def round_metrics(records: Sequence[RequestRecord], duration_s: float) -> dict[s
     return metrics
 
 
-def launch_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def launch_summary(rounds: Sequence[Mapping[str, Mapping[str, object]]]) -> dict[str, float]:
     """Each metric's median over the rounds of one launch."""
     return _median_by_key([r["metrics"] for r in rounds])
 
 
-def cell_summary(launch_medians: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def cell_summary(launch_medians: Sequence[Mapping[str, object]]) -> dict[str, float]:
     """Each metric's median over launches (of the per-launch medians over rounds)."""
     return _median_by_key(launch_medians)
 
 
-def _median_by_key(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def _median_by_key(rows: Sequence[Mapping[str, object]]) -> dict[str, float]:
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
     out: dict[str, float] = {}
     for key in keys:
         values = [
-            float(row[key])
+            float(value)
             for row in rows
-            if isinstance(row.get(key), int | float) and not isinstance(row.get(key), bool)
+            if isinstance(value := row.get(key), int | float) and not isinstance(value, bool)
         ]
         if values:
             out[key] = statistics.median(values)

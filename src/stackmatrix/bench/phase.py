@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from stackmatrix import _atomic, layout
 from stackmatrix.bench import adaptive, envfacts, leftovers, schedule, workload
@@ -33,8 +33,12 @@ from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.build.base import Environment
 from stackmatrix.errors import ResultsError
 from stackmatrix.records import BenchData, check_verdict
+from stackmatrix.records._read import JSONObject
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, Spec
+
+if TYPE_CHECKING:
+    from stackmatrix.report.stats import Comparison
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +136,7 @@ class _Cycles:
         }
         slots = schedule.schedule(pending, list(self.spec_order()), self.order, self.seed)
         for st in self.states.values():
-            planned = {"order": self.order, "order_seed": self.seed}
+            planned: JSONObject = {"order": self.order, "order_seed": self.seed}
             st.data = dataclasses.replace(st.data, extra={**st.data.extra, "order": planned})
         if warm or slots:
             _write_schedule(self.run_dir, self.order, self.seed, slots)
@@ -168,21 +172,21 @@ def _seed(spec: Spec, run_dir: RunDir) -> int:
     if spec.order_seed is not None:
         return spec.order_seed
     for session in reversed(schedule.earlier_sessions(run_dir.path / SCHEDULE_FILE)):
-        if isinstance(session.get("order_seed"), int):
-            return int(session["order_seed"])
+        if isinstance(seed := session.get("order_seed"), int):
+            return int(seed)
     return secrets.randbelow(2**31)
 
 
 def _record_plan(
     states: Mapping[str, CellState],
     plan: adaptive.Plan,
-    verdicts: Mapping[str, Any],
+    verdicts: Mapping[str, Comparison],
     *,
     stopped: bool,
 ) -> None:
     """The adaptive plan and the latest look, in every cell's bench.json."""
     for cid, st in states.items():
-        entry: dict[str, Any] = {**plan.to_dict(), "launches": len(st.launches)}
+        entry: JSONObject = {**plan.to_dict(), "launches": len(st.launches)}
         if cid in verdicts:
             entry["verdict"] = verdicts[cid].verdict.value
         if stopped:
@@ -335,16 +339,17 @@ def _write_workload(run_dir: RunDir, wl: workload.WorkloadSet, points: Points = 
     data = wl.to_jsonl()
     if not path.is_file() or path.read_bytes() != data:
         workload.write(run_dir.path, wl)
-    info: dict[str, Any] = {"hash": wl.hash, "measured": len(wl.measured), "warmup": len(wl.warmup)}
+    info: JSONObject = {"hash": wl.hash, "measured": len(wl.measured), "warmup": len(wl.warmup)}
     if not points:
         run_dir.write_json(layout.WORKLOAD_JSON, info)
         return wl.hash
     combined = hashlib.sha256(wl.hash.encode())
-    info["points"] = {}
+    per_point: JSONObject = {}
+    info["points"] = per_point
     for pt, pwl in points:
         _atomic.write_bytes(run_dir.path / layout.point_workload(pt.name), pwl.to_jsonl())
-        info["points"][pt.name] = {"hash": pwl.hash, "measured": len(pwl.measured),
-                                   "warmup": len(pwl.warmup)}  # fmt: skip
+        per_point[pt.name] = {"hash": pwl.hash, "measured": len(pwl.measured),
+                              "warmup": len(pwl.warmup)}  # fmt: skip
         combined.update(f"{pt.name}:{pwl.hash}".encode())
     run_dir.write_json(layout.WORKLOAD_JSON, info)
     return combined.hexdigest()

@@ -22,10 +22,10 @@ import os
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _nofollow
 from stackmatrix.errors import ResultsError
+from stackmatrix.records._read import JSONObject
 from stackmatrix.spec_names import ORDERS
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def balanced_cycle(cells: Sequence[str], cycle: int, seed: int) -> list[str]:
     return [assign[t] for t in rows[order[at]]]
 
 
-def earlier_sessions(path: Path) -> list[dict[str, Any]]:
+def earlier_sessions(path: Path) -> list[JSONObject]:
     """The plans recorded in a results directory's schedule file, one per session that
     ran launches (a file of before sessions were recorded is one session); none for a
     missing file, and none, with a warning, for one that is not a schedule or is a link

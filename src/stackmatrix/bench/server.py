@@ -18,7 +18,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _proc
 from stackmatrix._secrets import redact_files, secret_values
@@ -26,6 +25,7 @@ from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
 from stackmatrix.build.backends import Backend, get_backend
 from stackmatrix.build.base import Environment
+from stackmatrix.records._read import JSONObject
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,11 @@ class Teardown:
     pids: list[int] = field(default_factory=list)
     returncode: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "port_free": self.port_free,
-            "gpu_pids_left": self.gpu_pids_left,
-            "pids": self.pids,
+            "gpu_pids_left": list(self.gpu_pids_left),
+            "pids": list(self.pids),
             "returncode": self.returncode,
         }
 

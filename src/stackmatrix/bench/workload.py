@@ -17,7 +17,6 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import SpecError
@@ -82,13 +81,13 @@ class BenchRequest:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> BenchRequest:
+    def from_dict(cls, raw: Mapping[str, object]) -> BenchRequest:
         return cls(
-            index=int(raw["index"]),
+            index=_int(raw["index"]),
             prompt=str(raw["prompt"]),
-            input_len=int(raw["input_len"]),
-            max_tokens=int(raw["max_tokens"]),
-            arrival_s=float(raw["arrival_s"]),
+            input_len=_int(raw["input_len"]),
+            max_tokens=_int(raw["max_tokens"]),
+            arrival_s=_float(raw["arrival_s"]),
             warmup=bool(raw.get("warmup", False)),
         )
 
@@ -219,14 +218,33 @@ def _parse_prompt_file(text: str, path: Path) -> list[tuple[str, int | None]]:
         ) from exc
 
 
-def _jsonl_row(raw: dict[str, Any]) -> tuple[str, int | None]:
+def _jsonl_row(raw: Mapping[str, object]) -> tuple[str, int | None]:
     out = raw.get("output_len")
-    return str(raw["prompt"]), int(out) if out is not None else None
+    return str(raw["prompt"]), _int(out) if out is not None else None
 
 
-def _sharegpt_row(raw: dict[str, Any]) -> tuple[str, int | None]:
+def _sharegpt_row(raw: Mapping[str, object]) -> tuple[str, int | None]:
     turns = raw["conversations"]
-    return str(turns[0]["value"]), None
+    if not isinstance(turns, list):
+        raise TypeError(f"'conversations' is {type(turns).__name__}, not a list")
+    first = turns[0]
+    if not isinstance(first, Mapping):
+        raise TypeError(f"a conversation turn is {type(first).__name__}, not an object")
+    return str(first["value"]), None
+
+
+def _int(value: object) -> int:
+    """int() of a JSON value: a number or a numeric string; TypeError for the rest."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"expected a number, not {type(value).__name__}")
+
+
+def _float(value: object) -> float:
+    """float() of a JSON value: a number or a numeric string; TypeError for the rest."""
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise TypeError(f"expected a number, not {type(value).__name__}")
 
 
 def write(run_path: Path, workloads: WorkloadSet) -> str:

@@ -53,8 +53,8 @@ def order_seed(spec: Spec, run_dir: Path) -> int:
     if spec.order_seed is not None:
         return spec.order_seed
     for session in reversed(schedule.earlier_sessions(run_dir / schedule_file())):
-        if isinstance(session.get("order_seed"), int):
-            return int(session["order_seed"])
+        if isinstance(seed := session.get("order_seed"), int):
+            return int(seed)
     return secrets.randbelow(2**31)
 
 

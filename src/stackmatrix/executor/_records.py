@@ -12,6 +12,7 @@ from typing import Any
 
 from stackmatrix import _atomic, _nofollow
 from stackmatrix.errors import ResultsError
+from stackmatrix.records._read import JSONObject
 
 DIR = "slurm"
 JOBS = "jobs.json"
@@ -53,11 +54,20 @@ class JobRecord:
 
         return not self.job_id or self.state in TERMINAL
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_dict(self) -> JSONObject:
+        return {
+            "block": self.block,
+            "job_id": self.job_id,
+            "submitted": self.submitted,
+            "state": self.state,
+            "reason": self.reason,
+            "node": self.node,
+            "exit_code": self.exit_code,
+            "log": self.log,
+        }
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> JobRecord | None:
+    def from_dict(cls, raw: Mapping[str, object]) -> JobRecord | None:
         block = raw.get("block")
         if not isinstance(block, int) or isinstance(block, bool):
             return None

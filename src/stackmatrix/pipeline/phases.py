@@ -18,6 +18,7 @@ from stackmatrix.pipeline.rundir import history_db
 from stackmatrix.pipeline.runner import bind, describe, digest, in_parallel, reusable, run_phase
 from stackmatrix.plan import PlannedCell
 from stackmatrix.records import BuildData, CheckData
+from stackmatrix.records._read import JSONObject
 from stackmatrix.results import CellDir, PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Spec
 
@@ -55,7 +56,7 @@ def _env_still_there(result: PhaseResult) -> bool:
     if not env:
         return False
     prefix = env.get("prefix")
-    return prefix is None or Path(prefix).exists()
+    return prefix is None or (isinstance(prefix, str) and Path(prefix).exists())
 
 
 def _backend_build(pc: PlannedCell, spec_dir: Path, work_dir: Path, log_path: Path) -> BuildOutcome:
@@ -83,7 +84,7 @@ def _build_result(pc: PlannedCell, outcome: BuildOutcome) -> PhaseResult:
     )
 
 
-def _public_environment(env: Environment | None) -> dict[str, Any] | None:
+def _public_environment(env: Environment | None) -> JSONObject | None:
     """build.json travels as a CI artifact: secret env values stay out of it, and come
     back from the spec when a later phase runs the cell."""
     return None if env is None else {**env.to_dict(), "env": redact(dict(env.env))}

@@ -31,17 +31,17 @@ class RoundRecord:
 
     index: int | None = None
     # the client's figures (a number, or None where a round had none) and the keys of
-    # other versions (client_cpu_shares...): bench/ reads both loosely
-    metrics: dict[str, Any] = field(default_factory=dict)
+    # other versions (client_cpu_shares...): bench/ narrows what it reads of both
+    metrics: JSONObject = field(default_factory=dict)
     requests_file: str | None = None
     warmup_errors: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
     def metric(self, name: str) -> float | None:
         return number(self.metrics.get(name))
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> RoundRecord:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> RoundRecord:
         return cls(
             index=integer(raw.get("index")),
             metrics=obj(raw.get("metrics")),
@@ -71,7 +71,7 @@ class PointRun:
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> PointRun:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> PointRun:
         return cls(
             rounds=_rounds(raw.get("rounds")),
             summary=numbers(raw.get("summary")),
@@ -102,7 +102,9 @@ class LaunchRecord:
     points: dict[str, PointRun] | None = None
     code: str | None = None
     message: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # teardown, mapped, other versions' keys
+    # teardown, mapped, other versions' keys; Any, not JSONObject: report/mapped.py
+    # indexes `mapped` without narrowing each value
+    extra: dict[str, Any] = field(default_factory=dict)
     finished: str | None = None
     summary: dict[str, float] | None = None
     effective_config: JSONObject | None = None
@@ -133,10 +135,9 @@ class LaunchRecord:
         return _values(run.rounds, metric) if run is not None else []
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> LaunchRecord:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> LaunchRecord:
         index = raw.get("index")
         points = raw.get("points")
-        argv = raw.get("launch_argv")
         return cls(
             index=index if isinstance(index, str) else integer(index),
             sequence=integer(raw.get("sequence")),
@@ -144,11 +145,7 @@ class LaunchRecord:
             env_facts=obj(raw.get("env_facts")),
             status=string(raw.get("status")),
             rounds=_rounds(raw.get("rounds")),
-            launch_argv=(
-                tuple(argv)
-                if isinstance(argv, list) and all(isinstance(a, str) for a in argv)
-                else None
-            ),
+            launch_argv=_argv(raw.get("launch_argv")),
             ready_s=number(raw.get("ready_s")),
             points=(
                 {str(k): PointRun.from_dict(obj(v)) for k, v in points.items()}
@@ -167,6 +164,14 @@ class LaunchRecord:
         return written(self)
 
 
+def _argv(value: object) -> tuple[str, ...] | None:
+    """A list of strings; None for anything else (one item not a string included)."""
+    if not isinstance(value, list):
+        return None
+    argv = tuple(a for a in value if isinstance(a, str))
+    return argv if len(argv) == len(value) else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class PointInfo:
     """What bench.json says of a load point for the whole cell."""
@@ -178,7 +183,7 @@ class PointInfo:
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> PointInfo:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> PointInfo:
         return cls(
             metric=string(raw.get("metric")),
             max_concurrency=integer(raw.get("max_concurrency")),
@@ -202,7 +207,7 @@ class BenchData:
     effective_config: JSONObject | None = None
     summary: dict[str, float] | None = None
     points: dict[str, PointInfo] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)  # workload_hash, server_info, order...
+    extra: JSONObject = field(default_factory=dict)  # workload_hash, server_info, order...
 
     def completed_values(self, metric: str, point: str | None = None) -> list[list[float]]:
         """Round values of `metric`, one list per launch that ran to the end (possibly
@@ -234,7 +239,7 @@ class BenchData:
         return high - low + 1
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> BenchData:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> BenchData:
         def launches(key: str) -> tuple[LaunchRecord, ...]:
             return tuple(LaunchRecord.from_dict(x) for x in objs(raw.get(key)))
 

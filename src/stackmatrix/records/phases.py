@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from stackmatrix.findings import Severity
 from stackmatrix.records._read import (
     JSONObject,
+    JSONValue,
     extra_keys,
     maybe_obj,
     objs,
@@ -23,14 +23,14 @@ class BuildData:
     """build.json's `data`: the environment built (backend, interpreter, prefix, env) and
     its resolved lock, one {name, version, source, requested} per package."""
 
-    environment: dict[str, Any] | None = None  # read loosely by the later phases
+    environment: JSONObject | None = None  # Environment.from_dict reads it
     lock: tuple[JSONObject, ...] | None = None
     lock_digest: str | None = None
     python_version: str | None = None  # results of earlier versions
     extra: JSONObject = field(default_factory=dict)  # reused, content_hash, timings...
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> BuildData:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> BuildData:
         lock = raw.get("lock")
         return cls(
             environment=maybe_obj(raw.get("environment")),
@@ -57,7 +57,7 @@ class CheckData:
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> CheckData:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> CheckData:
         return cls(
             verdict=string(raw.get("verdict")),
             target_summary=maybe_obj(raw.get("target_summary")),

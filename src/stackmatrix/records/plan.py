@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from stackmatrix.records._read import JSONObject, extra_keys, obj, string, written
+from stackmatrix.records._read import JSONObject, JSONValue, extra_keys, obj, string, written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +22,7 @@ class PlanCell:
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> PlanCell:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> PlanCell:
         baseline = raw.get("baseline")
         return cls(
             id=str(raw.get("id")),

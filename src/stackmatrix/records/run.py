@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from stackmatrix.records._read import (
     JSONObject,
+    JSONValue,
     extra_keys,
     integer,
     obj,
@@ -28,7 +28,7 @@ class ReportPolicy:
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> ReportPolicy:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> ReportPolicy:
         fail_on = raw.get("fail_on")
         return cls(
             headline=string(raw.get("headline")),
@@ -88,7 +88,7 @@ class RunRecord:
         return cls.from_dict(run.read_run())
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> RunRecord:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> RunRecord:
         def strs(key: str) -> tuple[str, ...]:
             value = raw.get(key)
             return tuple(str(x) for x in value) if isinstance(value, list) else ()

@@ -16,13 +16,13 @@ import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 from aiohttp import web
 
 from stackmatrix.bench.client import ClientOptions, RequestRecord, RoundOutcome, run_round_async
 from stackmatrix.bench.workload import BenchRequest
+from stackmatrix.records._read import JSONObject
 
 GAP = 0.02
 FIRST = 0.05
@@ -43,10 +43,10 @@ def _reqs(n: int, max_tokens: int = 5) -> list[BenchRequest]:
 async def _serve(
     handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
     fn: Callable[[str], Awaitable[RoundOutcome]],
-) -> tuple[RoundOutcome, list[dict[str, Any]], dict[str, list[float]]]:
+) -> tuple[RoundOutcome, list[JSONObject], dict[str, list[float]]]:
     """The round's outcome, the request bodies the server saw, and its send times."""
     app = web.Application()
-    seen: list[dict[str, Any]] = []
+    seen: list[JSONObject] = []
     app[SEEN] = seen
     app[SENT] = {}
     app.router.add_post("/v1/completions", handler)

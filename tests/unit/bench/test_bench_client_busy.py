@@ -4,18 +4,22 @@ finding, never only a number."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from stackmatrix.bench import _cell, _launch
 from stackmatrix.bench.client import RoundOutcome
 from stackmatrix.records import LaunchRecord
+from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import CellDir, PhaseRun
 
 
-def _state(tmp_path: Path, rounds: list[tuple[float, float]], point: bool = False) -> Any:
+def _state(
+    tmp_path: Path, rounds: list[tuple[float, float]], point: bool = False
+) -> _cell.CellState:
     """A cell whose one launch had rounds of (client_cpu_share, duration_s)."""
-    recs = [{"metrics": {"client_cpu_share": c, "duration_s": d}} for c, d in rounds]
-    launch: dict[str, Any] = {"status": "ok", "rounds": [] if point else recs}
+    recs: list[JSONValue] = [
+        {"metrics": {"client_cpu_share": c, "duration_s": d}} for c, d in rounds
+    ]
+    launch: JSONObject = {"status": "ok", "rounds": [] if point else recs}
     if point:
         launch["points"] = {"c32": {"rounds": recs}}
     cell_dir = CellDir(tmp_path, "a")
@@ -53,7 +57,7 @@ def test_a_busy_worker_is_named_among_calm_ones(tmp_path: Path) -> None:
 def test_each_workers_share_is_kept_and_the_busiest_is_the_figure() -> None:
     outcome = RoundOutcome(records=[], duration_s=10.0, t0=0.0, cpu_s=9.0,
                            worker_cpu_s=(2.0, 6.0, 1.0))  # fmt: skip
-    figures: dict[str, Any] = {}
+    figures: dict[str, float | None] = {}
     entry = _launch.client_cpu(outcome, figures)
     assert figures["client_cpu_share"] == 0.6
     assert entry == {"client_workers": 3, "client_cpu_shares": [0.2, 0.6, 0.1]}

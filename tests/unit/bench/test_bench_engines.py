@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from stackmatrix.bench.engines import args_to_flat, flatten, get_engine
+from stackmatrix.records._read import JSONObject
 
 
 def test_launch_argv_per_engine():
@@ -41,7 +42,7 @@ def test_args_to_flat():
 
 
 def test_flatten_nests_and_drops_launch_specific_keys():
-    info = {
+    info: JSONObject = {
         "attention_backend": "flashinfer",
         "port": 30000,
         "internal_states": [{"last_gen_throughput": 1.0}],
