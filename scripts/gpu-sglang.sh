@@ -16,13 +16,13 @@
 #                                       prepare, then `stackmatrix explain` the run of SPEC
 #                                       (from .kit/runs/<name>/ or reports/examples/<name>/)
 # Each call leaves $OUT/<name>.tgz (the results so far) and $OUT/<name>.log; an
-# interrupted run resumes with `start`, in a later session too when the results
+# interrupted run resumes with `start`, on a fresh machine too when the results
 # directory is carried as .kit/runs/<name>/.
-# With reports/examples/ the tree is ~50 MB, so a whole kit (~50 MB) does not fit one
+# With reports/examples/ the tree is ~20 MB, so a whole kit (~50 MB) does not fit one
 # call beside it; without it the tree is ~2 MB. Every mode works without
 # reports/examples/ when what it reads is carried in .kit/: move reports/examples/ out
 # of the checkout for the calls, and carry both kit parts, the kit's MANIFEST.txt,
-# make-tiny-kimi.py and (for `explain`, or to resume a run of an earlier session)
+# make-tiny-kimi.py and (for `explain`, or to resume a run begun on another machine)
 # .kit/runs/<name>/ in the first call (~55 MB). Later `wait` calls carry nothing (the
 # machine must still be held: call again within its idle release, 30 s). The older
 # two-call way still works: a kit made in two parts (KIT_PART_LIMIT_MIB=30
@@ -90,7 +90,7 @@ start | explain)
     checkout=$PWD
     cd "$work"
     export PYTHONPATH=$PWD/src
-    # results of an earlier session, carried in .kit/runs/<name>/, are resumed
+    # results begun on another machine, carried in .kit/runs/<name>/, are resumed
     # (the copy in $work leaves .kit out: read them in the checkout)
     if [ ! -e "$results" ] && [ -f "$checkout/.kit/runs/$name/run.json" ]; then
         cp -a "$checkout/.kit/runs/$name" "$results"

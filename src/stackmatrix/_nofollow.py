@@ -10,15 +10,18 @@ following links, so a link loop is never entered.
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import os
 import shutil
 import stat
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackmatrix import layout
 from stackmatrix.errors import ResultsError
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block
@@ -59,10 +62,58 @@ def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
     return data
 
 
+_CHUNK = 1 << 20
+
+
+def read_gzip(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
+    """The decompressed content of regular gzip file `path`, refused when it expands to
+    more than `limit` bytes (a gzip bomb stops there, never exhausting memory) or is not
+    a whole gzip file."""
+    chunks, size = [], 0
+    for chunk in _gunzip(path, limit=limit):
+        size += len(chunk)
+        if size > limit:
+            raise ResultsError(
+                f"{path} expands to more than {_size(limit)}; a file that stackmatrix "
+                "writes is far smaller: replace it with the file from the run"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _gunzip(path: Path, *, limit: int) -> Iterator[bytes]:
+    """The decompressed content of `path`, chunk by chunk (never more than one chunk in
+    memory); a damaged or truncated gzip file is a ResultsError, and so is one larger
+    than `limit` bytes (gzip skips zero padding byte by byte: a sparse file would
+    never end)."""
+    with os.fdopen(open_regular(path), "rb") as raw:
+        if os.fstat(raw.fileno()).st_size > limit:
+            raise ResultsError(
+                f"{path} is larger than {_size(limit)}; a file that stackmatrix writes is "
+                "far smaller: replace it with the file from the run"
+            )
+        with gzip.GzipFile(fileobj=raw) as fh:
+            yield from _chunks(fh, path)
+
+
+def _chunks(fh: gzip.GzipFile, path: Path) -> Iterator[bytes]:
+    try:
+        while chunk := fh.read(_CHUNK):
+            yield chunk
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+        raise ResultsError(
+            f"cannot read {path}: not a whole gzip file ({exc}); replace it with the "
+            "file from the run, or decompress what is left with `zcat`"
+        ) from exc
+
+
 def read_ends(path: Path, *, limit: int) -> bytes:
     """Regular file `path` whole, or when larger than `limit` bytes its first and last
     `limit // 2` (a log may be large, even sparse: its start says how the server was
-    configured, its end how it stopped)."""
+    configured, its end how it stopped). A `.gz` file is read decompressed, the same
+    way; it is refused (ResultsError) when it expands to more than GZIP_EXPAND_LIMIT."""
+    if path.name.endswith(layout.COMPRESSED_SUFFIX):
+        return _gzip_ends(path, limit=limit)
     with os.fdopen(open_regular(path), "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= limit:
@@ -72,13 +123,43 @@ def read_ends(path: Path, *, limit: int) -> bytes:
         return head + b"\n" + fh.read(limit // 2)
 
 
+GZIP_EXPAND_LIMIT = 1 << 30  # of a compressed log: more is a gzip bomb, not a log
+
+
+def _gzip_ends(path: Path, *, limit: int) -> bytes:
+    """read_ends of the decompressed content of gzip file `path`: the whole of it is
+    decompressed (up to GZIP_EXPAND_LIMIT bytes), only its two ends are kept."""
+    half = limit // 2
+    head, tail, size = bytearray(), bytearray(), 0
+    for chunk in _gunzip(path, limit=GZIP_EXPAND_LIMIT):
+        size += len(chunk)
+        if size > GZIP_EXPAND_LIMIT:
+            raise ResultsError(
+                f"{path} expands to more than {_size(GZIP_EXPAND_LIMIT)}; a server log "
+                "is far smaller: replace it with the file from the run"
+            )
+        head += chunk[: max(0, limit - len(head))]
+        tail += chunk
+        if len(tail) > limit:  # trimmed now and then, not at every chunk
+            del tail[: len(tail) - half]
+    if size <= limit:
+        return bytes(head)
+    return bytes(head[:half]) + b"\n" + bytes(tail[len(tail) - half :])
+
+
 def _size(n: int) -> str:
+    if n >= 1 << 30 and not n % (1 << 30):
+        return f"{n >> 30} GiB"
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
 def read_json(path: Path, *, limit: int = DEFAULT_LIMIT) -> Any:
+    """The JSON of `path`, decompressed first when its name ends in `.gz`; `limit` bounds
+    the bytes of JSON text either way."""
+    gzipped = path.name.endswith(layout.COMPRESSED_SUFFIX)
+    data = read_gzip(path, limit=limit) if gzipped else read_bytes(path, limit=limit)
     try:
-        return json.loads(read_bytes(path, limit=limit).decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ResultsError(f"cannot read {path}: not valid JSON: {exc}") from exc
 

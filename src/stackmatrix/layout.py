@@ -9,6 +9,10 @@ tree.
                    server-L<k>.log  server-L<k>.live.json
                    requests-L<k>-R<r>[-<point>].jsonl  warmup-W<w>-R<r>[-<point>].jsonl
         explain/<cell>/explanation.json  explain/<cell>/round-<n>/ (a results directory)
+
+A kept example may hold a phase result, a server log or a round's request records
+compressed instead (`<name>.gz`, scripts/compact-example.py); readers take the file as
+written when it is there, else its compressed copy.
 """
 
 from __future__ import annotations
@@ -28,6 +32,16 @@ CELLS_DIR = "cells"
 EXPLAIN_DIR = "explain"
 EXPLANATION_JSON = "explanation.json"
 SERVER_LOG_GLOB = "server-L*.log"
+COMPRESSED_SUFFIX = ".gz"
+
+
+def phase_result(phase: str) -> str:
+    return f"{phase}.json"
+
+
+def compressed(name: str) -> str:
+    """The name of the compressed copy of the file named `name`."""
+    return name + COMPRESSED_SUFFIX
 
 
 def point_workload(point: str) -> str:

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from stackmatrix import _nofollow, layout
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
+from stackmatrix.outcome import Fail, write
 from stackmatrix.records import RunRecord
 from stackmatrix.records._read import JSONObject, JSONValue
-from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
+from stackmatrix.results import CellDir, RunDir, now_iso
 from stackmatrix.spec.cells import MAX_CELLS
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,12 @@ class Piece:
 
 
 def _arrived(entry: os.DirEntry[str]) -> bool:
-    """A cell directory with a build.json; a link is kept, to be reported, not followed."""
+    """A cell directory with a build.json (or its compressed copy); a link is kept, to be
+    reported, not followed."""
     if entry.is_symlink():
         return True
-    return entry.is_dir(follow_symlinks=False) and _lexists(Path(entry.path) / "build.json")
+    cell = CellDir(Path(entry.path), entry.name)
+    return entry.is_dir(follow_symlinks=False) and cell.stored_result("build") is not None
 
 
 def _lexists(path: Path) -> bool:
@@ -276,22 +279,11 @@ def _plain_name(value: object) -> bool:
 
 
 def _missing_artifact(out: RunDir, cell_id: str, *, linked: bool = False) -> None:
-    stamp = now_iso()
     why = "its CI job failed before uploading them, or the artifact was lost; see its log"
     if linked:
         why = "its directory in the piece is a symbolic link, which merge never follows"
-    out.cell(cell_id).write(
-        PhaseResult(
-            phase="build",
-            cell=cell_id,
-            status=Status.FAILED,
-            inputs_hash="",
-            code="artifact_missing",
-            message=f"no results arrived for this cell: {why}",
-            started=stamp,
-            finished=stamp,
-        )
-    )
+    message = f"no results arrived for this cell: {why}"
+    write(out.cell(cell_id), "build", Fail("artifact_missing", message))
 
 
 def merge_main(args: argparse.Namespace) -> int:

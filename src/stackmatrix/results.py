@@ -6,7 +6,8 @@ stackmatrix.records types what run.json and the phases' data hold)::
     RUN/run.json                 what was run (spec name + hash, cells, order)
     RUN/spec.toml                the spec, byte for byte
     RUN/plan.json                the planned cells with their content hashes
-    RUN/cells/<id>/<phase>.json  one PhaseResult per phase (build, check, bench)
+    RUN/cells/<id>/<phase>.json  one PhaseResult per phase (build, check, bench), or
+                                 in a kept example <phase>.json.gz, the same compressed
     RUN/cells/<id>/<phase>.log   that phase's log
     RUN/matrix.{md,html,json}, RUN/junit.xml   the report
 """
@@ -137,6 +138,9 @@ def _items(raw: Mapping[str, object]) -> list[object]:
 
 
 INTERNAL_ERROR = "internal_error"  # the code of a result whose phase crashed (CellDir.crashed)
+# the bytes of one phase result's JSON, read plain or decompressed: a larger one (a
+# sparse file, a gzip bomb) is refused before it exhausts memory
+RESULT_LIMIT = _nofollow.DEFAULT_LIMIT
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,19 @@ class CellDir:
     cell: str
 
     def result_path(self, phase: str) -> Path:
-        return self.path / f"{phase}.json"
+        """Where the phase's result is written."""
+        return self.path / layout.phase_result(phase)
+
+    def stored_result(self, phase: str) -> Path | None:
+        """The file that holds the phase's result: `<phase>.json`, or where that is
+        absent its compressed copy `<phase>.json.gz` (kept examples,
+        scripts/compact-example.py); None when neither is there. A link counts as there:
+        reading it is refused."""
+        written = self.result_path(phase)
+        for path in (written, written.with_name(layout.compressed(written.name))):
+            if os.path.lexists(path):
+                return path
+        return None
 
     def log_path(self, phase: str) -> Path:
         return self.path / f"{phase}.log"
@@ -154,10 +170,12 @@ class CellDir:
         return self.path / name
 
     def read(self, phase: str) -> PhaseResult | None:
-        path = self.result_path(phase)
-        if not os.path.lexists(path):
+        """The phase's result, None when the cell has none; raises ResultsError for one
+        that cannot be read (a link, a FIFO, too large, a damaged or too large .gz)."""
+        path = self.stored_result(phase)
+        if path is None:
             return None
-        raw = _nofollow.read_json(path)  # never through a link
+        raw = _nofollow.read_json(path, limit=RESULT_LIMIT)  # never through a link
         try:
             return PhaseResult.from_dict(raw)
         except ResultsError as exc:
@@ -170,15 +188,20 @@ class CellDir:
         try:
             return self.read(phase)
         except ResultsError as exc:
+            kept = self.stored_result(phase) or self.result_path(phase)
             raise ResultsError(
-                f"{exc.message}\n{self.result_path(phase)} is left as it is: it may hold "
+                f"{exc.message}\n{kept} is left as it is: it may hold "
                 "measured launches that resuming would replace. Move it aside (or resume "
                 "with the stackmatrix version that wrote it) and run again"
             ) from exc
 
     def write(self, result: PhaseResult) -> Path:
+        """Written as `<phase>.json`; a compressed copy of an earlier result is removed
+        after it (never before: a crash in between leaves the new result, which is
+        read first), so the two never disagree."""
         path = self.result_path(result.phase)
         _atomic.write_json(path, result.to_dict())
+        _remove(path.with_name(layout.compressed(path.name)))
         return path
 
     def crashed(self, phase: str, exc: BaseException) -> str:
@@ -196,9 +219,10 @@ class PhaseRun:
     its recorded status, the same for build, check and bench: `begin` writes it as
     interrupted (a SIGKILL leaves that), `crash` makes a crash of our own `failed`
     (`internal_error`, traceback in the phase's log), `interrupt` makes Ctrl-C
-    `interrupted` (resumable), `end` stamps it finished. Build and check run one body per
-    cell (pipeline.runner.run_phase); the bench's cells interleave their launches, so
-    each keeps its PhaseRun for the whole phase (bench._cell.CellState)."""
+    `interrupted` (resumable), `end` stamps it finished (a Skip or Fail the phase raised
+    is applied first: outcome.record). Build and check run one body per cell
+    (pipeline.runner.run_phase); the bench's cells interleave their launches, so each
+    keeps its PhaseRun for the whole phase (bench._cell.CellState)."""
 
     cell_dir: CellDir
     result: PhaseResult
@@ -259,8 +283,9 @@ class RunDir:
         for cid in cell_ids:
             _expect(cells / cid, directory=True)
             for phase in phases:
-                _expect(cells / cid / f"{phase}.json", directory=False)
-                _expect(cells / cid / f"{phase}.log", directory=False)
+                result = layout.phase_result(phase)
+                for name in (result, layout.compressed(result), f"{phase}.log"):
+                    _expect(cells / cid / name, directory=False)
 
     def cell(self, cell_id: str) -> CellDir:
         d = CellDir(self.path / layout.CELLS_DIR / cell_id, cell_id)
@@ -300,6 +325,19 @@ _RUN_FILES = (
     layout.WORKLOAD_JSONL, layout.BENCH_SCHEDULE, layout.REPORT_MD, layout.REPORT_HTML,
     layout.REPORT_JSON, layout.REPORT_JUNIT,
 )  # fmt: skip
+
+
+def _remove(path: Path) -> None:
+    """Remove file `path` if it is there (a link itself, never what it points to)."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ResultsError(
+            f"cannot remove {path}, a stale copy of a result just written: {exc.strerror}; "
+            "move it aside and run again"
+        ) from exc
 
 
 def _expect(path: Path, *, directory: bool) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import os
 import resource
 import shutil
@@ -226,6 +227,36 @@ def test_a_hostile_run_is_a_report_or_exit_3(
     mutation = data.draw(mutations(tree(synthetic_run)), label="mutation")
     with sandbox() as box:
         run = box.copy(synthetic_run, "run")
+        mutation.apply(run, box.outside_file, box.outside_dir)
+        before = snapshot(box.root, skip=[run])
+        answer(["report", str(run)], capsys, {0, 3})
+        box.check_outside()
+        assert snapshot(box.root, skip=[run]) == before
+
+
+@pytest.fixture(scope="module")
+def compacted_run(synthetic_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same run as a kept example holds it: check.json, server logs and request
+    records compressed (scripts/compact-example.py)."""
+    run = Path(shutil.copytree(synthetic_run, tmp_path_factory.mktemp("compacted") / "run"))
+    path = Path(__file__).resolve().parents[2] / "scripts" / "compact-example.py"
+    spec = importlib.util.spec_from_file_location("compact_example", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.compact(run)[0] > 0
+    return run
+
+
+@settings(SETTINGS, max_examples=40)
+@given(data=st.data())
+def test_a_hostile_compacted_run_is_a_report_or_exit_3(
+    compacted_run: Path, capsys: pytest.CaptureFixture[str], data: st.DataObject
+) -> None:
+    targets = [p for p in tree(compacted_run) if p.endswith(".gz")]
+    mutation = data.draw(mutations(targets), label="mutation")
+    with sandbox() as box:
+        run = box.copy(compacted_run, "run")
         mutation.apply(run, box.outside_file, box.outside_dir)
         before = snapshot(box.root, skip=[run])
         answer(["report", str(run)], capsys, {0, 3})

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stackmatrix import _proc
+from stackmatrix.findings import Finding, Severity
+from stackmatrix.outcome import Fail, Outcome, Skip, apply, write
 from stackmatrix.pipeline import RunOptions, select_cells, write_run_files
 from stackmatrix.pipeline.rundir import mark_finished
 from stackmatrix.pipeline.runner import reusable, run_phase
@@ -86,6 +89,86 @@ def test_after_ctrl_c_a_phase_is_interrupted_whatever_it_returned(
     monkeypatch.setattr(_proc, "interrupted", lambda: True)
     result = run_phase(_cell(tmp_path), "build", "h1", lambda: _result(Status.FAILED))
     assert result.status is Status.INTERRUPTED and result.code == "interrupted"
+
+
+def _raising(said: BaseException) -> Callable[[], PhaseResult]:
+    def body() -> PhaseResult:
+        raise said
+
+    return body
+
+
+def test_a_body_that_raises_skip_is_skipped_with_its_code_and_message(tmp_path: Path) -> None:
+    cell = _cell(tmp_path)
+    result = run_phase(cell, "check", "h1", _raising(Skip("not_built", "nothing to check")))
+    assert (result.status, result.code) == (Status.SKIPPED, "not_built")
+    assert result.message == "nothing to check" and result.inputs_hash == "h1"
+    assert result.started and result.finished and not result.findings and not result.data
+    assert cell.read("check") == _rounded(result)
+    assert reusable(cell, "check", "h1") is not None  # a skip stands on resume
+    assert not cell.log_path("check").exists()  # not a crash: no traceback
+
+
+def test_a_body_that_raises_fail_is_failed_with_its_findings_and_data(tmp_path: Path) -> None:
+    cell = _cell(tmp_path)
+    finding = Finding(code="SM-RESOLVE-FAILED", severity=Severity.FAIL, cell="a",
+                      subject="torch==9", message="no such version")  # fmt: skip
+    said = Fail("resolution_failed", "uv said no", findings=(finding,),
+                data={"timings": {"compile": 1.5}})  # fmt: skip
+    result = run_phase(cell, "build", "h1", _raising(said))
+    assert (result.status, result.code) == (Status.FAILED, "resolution_failed")
+    assert result.message == "uv said no" and result.findings == [finding]
+    assert result.data == {"timings": {"compile": 1.5}} and result.finished
+    assert cell.read("build") == _rounded(result)
+    assert reusable(cell, "build", "h1") is None  # a failure is redone on resume
+    assert not cell.log_path("build").exists()
+
+
+def test_after_ctrl_c_a_skip_or_a_fail_is_interrupted_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_proc, "interrupted", lambda: True)
+    for said in (Skip("no_gpu", "none here"), Fail("build_failed", "killed")):
+        result = run_phase(_cell(tmp_path), "build", "h1", _raising(said))
+        assert (result.status, result.code) == (Status.INTERRUPTED, "interrupted")
+        assert "--resume" in result.message
+
+
+def test_ctrl_c_in_the_body_is_recorded_interrupted_and_stops_the_run(tmp_path: Path) -> None:
+    cell = _cell(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        run_phase(cell, "check", "h1", _raising(KeyboardInterrupt()))
+    read = cell.read("check")
+    assert read is not None and (read.status, read.code) == (Status.INTERRUPTED, "interrupted")
+    assert read.inputs_hash == "h1" and "--resume" in read.message
+
+
+def test_an_outcome_keeps_what_the_result_has_unless_it_says_otherwise() -> None:
+    """The bench applies a failed launch to a result that holds its measured launches."""
+    kept = Finding(code="SM-A", severity=Severity.WARN, message="kept")
+    added = Finding(code="SM-B", severity=Severity.FAIL, message="added")
+    result = _result(Status.INTERRUPTED)
+    result.findings, result.data = [kept], {"launches": [1]}
+    apply(result, Fail("server_failed", "launch 2: died", findings=(added,)))
+    assert (result.status, result.code, result.message) == (
+        Status.FAILED, "server_failed", "launch 2: died")  # fmt: skip
+    assert result.findings == [kept, added] and result.data == {"launches": [1]}
+    assert isinstance(Skip("a", "b"), Outcome) and Skip("a", "b").status is Status.SKIPPED
+
+
+def test_a_phase_that_did_not_run_here_is_written_at_once(tmp_path: Path) -> None:
+    """merge's missing artifacts, the Slurm job that never built, a bench without [bench]."""
+    cell = _cell(tmp_path)
+    asked = "2020-01-02T03:04:05+00:00"
+    said = Fail("slurm_job_failed", "Slurm job 7 FAILED")
+    result = write(cell, "build", said, inputs_hash="h1", started=asked)
+    read = cell.read("build")
+    assert read is not None and read == _rounded(result)
+    assert (read.status, read.code, read.message) == (
+        Status.FAILED, "slurm_job_failed", "Slurm job 7 FAILED")  # fmt: skip
+    assert (read.inputs_hash, read.started) == ("h1", asked) and read.finished > asked
+    skipped = write(cell, "bench", Skip("no_bench", "the spec has no [bench] section"))
+    assert skipped.inputs_hash == "" and skipped.started and skipped.complete
 
 
 def _opts(tmp_path: Path) -> RunOptions:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from stackmatrix import _nofollow
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.records import (
     BenchData,
@@ -24,16 +25,21 @@ from stackmatrix.records._read import JSONObject, plain
 from stackmatrix.results import PhaseResult, Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
-BENCH_FILES = sorted(EXAMPLES.glob("**/cells/*/bench.json"))
+
+
+def _results(phase: str) -> list[Path]:
+    """Every kept `<phase>.json`, as written or compressed (`<phase>.json.gz`)."""
+    return sorted(EXAMPLES.glob(f"**/cells/*/{phase}.json*"))
+
+
+BENCH_FILES = _results("bench")
 RUN_FILES = sorted(EXAMPLES.glob("**/run.json"))
 PLAN_FILES = sorted(EXAMPLES.glob("**/plan.json"))
-PHASE_FILES = sorted(EXAMPLES.glob("**/cells/*/build.json")) + sorted(
-    EXAMPLES.glob("**/cells/*/check.json")
-)
+PHASE_FILES = _results("build") + _results("check")
 
 
 def _load(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return _nofollow.read_json(path)  # decompressed when it is a .gz
 
 
 def test_the_examples_are_there() -> None:
@@ -57,7 +63,7 @@ def test_every_example_bench_json_round_trips(path: Path) -> None:
 @pytest.mark.parametrize("path", PHASE_FILES, ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_every_example_build_and_check_json_round_trips(path: Path) -> None:
     data = _load(path)["data"]
-    record = BuildData if path.name == "build.json" else CheckData
+    record = BuildData if path.name.startswith("build.json") else CheckData
     assert record.from_dict(data).to_dict() == data
 
 

@@ -11,6 +11,7 @@ from stackmatrix.bench import metrics
 from stackmatrix.bench.engines import EffectiveConfig, Engine
 from stackmatrix.build.base import Environment
 from stackmatrix.findings import Finding, Severity
+from stackmatrix.outcome import Fail, apply
 from stackmatrix.records import BenchData, LaunchRecord, PointInfo, RoundRecord
 from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, Status, now_iso
@@ -90,9 +91,8 @@ def record_launch(
         extra=extra,
     )
     if launch.status != "ok":
-        st.result.status = Status.FAILED
-        st.result.code = launch.code or "server_failed"
-        st.result.message = f"launch {launch.index}: {launch.message or ''}"
+        message = f"launch {launch.index}: {launch.message or ''}"
+        apply(st.result, Fail(launch.code or "server_failed", message))
         st.result.finished = now_iso()
     st.data = _summarize(st.data, st.launches, bench)
     st.save()

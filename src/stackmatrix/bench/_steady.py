@@ -36,7 +36,7 @@ class BatchFigures:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Verdict:
+class SteadyVerdict:
     steady: bool
     reason: str
 
@@ -57,7 +57,7 @@ def batch_figures(records: Sequence[RequestRecord]) -> BatchFigures:
     )
 
 
-def judge(cur: BatchFigures, prev: BatchFigures | None, tolerance: float) -> Verdict:
+def judge(cur: BatchFigures, prev: BatchFigures | None, tolerance: float) -> SteadyVerdict:
     """Whether batch `cur` shows a steady server, given the batch before it.
 
     A batch is steady when it had no failed request, its median TPOT is within
@@ -67,34 +67,36 @@ def judge(cur: BatchFigures, prev: BatchFigures | None, tolerance: float) -> Ver
     steady on its own (there is nothing to compare it with). Where either batch has
     no measurable TPOT (1-token outputs), TTFT alone decides."""
     if cur.errors:
-        return Verdict(steady=False, reason=f"{cur.errors} of {cur.requests} request(s) failed")
+        return SteadyVerdict(
+            steady=False, reason=f"{cur.errors} of {cur.requests} request(s) failed"
+        )
     if prev is None:
-        return Verdict(steady=False, reason="first batch: nothing to compare it with")
+        return SteadyVerdict(steady=False, reason="first batch: nothing to compare it with")
     if cur.ttft_max_s is None or prev.ttft_median_s is None:
-        return Verdict(steady=False, reason="no TTFT measured in this batch or the previous")
+        return SteadyVerdict(steady=False, reason="no TTFT measured in this batch or the previous")
     reference = min(prev.ttft_median_s, cur.ttft_median_s or prev.ttft_median_s)
     limit = TTFT_FACTOR * reference + TTFT_SLACK_S
     if cur.ttft_max_s > limit:
-        return Verdict(steady=False, reason=(
+        return SteadyVerdict(steady=False, reason=(
             f"largest TTFT {_ms(cur.ttft_max_s)} ms > 2 x the median "
             f"{_ms(reference)} ms + 5 ms"))  # fmt: skip
     return _judge_tpot(cur, prev, tolerance)
 
 
-def _judge_tpot(cur: BatchFigures, prev: BatchFigures, tolerance: float) -> Verdict:
+def _judge_tpot(cur: BatchFigures, prev: BatchFigures, tolerance: float) -> SteadyVerdict:
     if cur.tpot_median_s is None or prev.tpot_median_s is None:
-        return Verdict(steady=True, reason="TTFT steady; no TPOT measurable (TTFT alone)")
+        return SteadyVerdict(steady=True, reason="TTFT steady; no TPOT measurable (TTFT alone)")
     change = abs(cur.tpot_median_s - prev.tpot_median_s) / prev.tpot_median_s
     if change > tolerance:
-        return Verdict(steady=False, reason=(
+        return SteadyVerdict(steady=False, reason=(
             f"median TPOT {_ms(cur.tpot_median_s)} ms vs {_ms(prev.tpot_median_s)} ms "
             f"before: {change:.1%} > {tolerance:.1%}"))  # fmt: skip
-    return Verdict(steady=True, reason=f"TTFT steady; median TPOT within {change:.1%}")
+    return SteadyVerdict(steady=True, reason=f"TTFT steady; median TPOT within {change:.1%}")
 
 
-def judge_all(batches: Sequence[Sequence[RequestRecord]], tolerance: float) -> list[Verdict]:
+def judge_all(batches: Sequence[Sequence[RequestRecord]], tolerance: float) -> list[SteadyVerdict]:
     """Each batch judged against the one before it, in order."""
-    out: list[Verdict] = []
+    out: list[SteadyVerdict] = []
     prev: BatchFigures | None = None
     for batch in batches:
         cur = batch_figures(batch)
@@ -110,7 +112,7 @@ class SteadyLog:
 
     max_batches: int
     tolerance: float
-    batches: list[tuple[BatchFigures, Verdict]] = field(default_factory=list)
+    batches: list[tuple[BatchFigures, SteadyVerdict]] = field(default_factory=list)
 
     @property
     def steady_after(self) -> int | None:
@@ -129,7 +131,7 @@ class SteadyLog:
         }
 
 
-def _batch_dict(f: BatchFigures, v: Verdict) -> JSONObject:
+def _batch_dict(f: BatchFigures, v: SteadyVerdict) -> JSONObject:
     return {
         "requests": f.requests,
         "errors": f.errors,

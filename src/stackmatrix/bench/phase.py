@@ -32,6 +32,7 @@ from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.build.base import Environment
 from stackmatrix.errors import ResultsError
+from stackmatrix.outcome import Fail, Skip, apply, record
 from stackmatrix.records import BenchData, check_verdict
 from stackmatrix.records._read import JSONObject
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, RunDir, Status, now_iso
@@ -219,10 +220,7 @@ def _prepare(
         return _kept_unreadable(cell_dir, inputs, exc)
     skip = _skip_reason(spec, bench, engine, cell_dir, cid, environment, force)
     if skip is not None:
-        code, message = skip
-        run = PhaseRun.begin(cell_dir, "bench", inputs)
-        run.result.status, run.result.code, run.result.message = Status.SKIPPED, code, message
-        return run.end()
+        return record(PhaseRun.begin(cell_dir, "bench", inputs), Skip(*skip))
     if previous is not None and previous.inputs_hash == inputs:
         data = BenchData.from_dict(previous.data)
         done = [ln for ln in data.launches if ln.status == "ok"]
@@ -241,8 +239,7 @@ def _kept_unreadable(cell_dir: CellDir, inputs: str, exc: ResultsError) -> Phase
     """The cell's status when its bench.json cannot be read: failed, and not written, so
     the file and the launches it may hold stay (the run refuses it before this)."""
     result = PhaseRun.begin(cell_dir, "bench", inputs).result
-    result.status, result.code, result.message = Status.FAILED, "unreadable_record", exc.message
-    return result
+    return apply(result, Fail("unreadable_record", exc.message))
 
 
 def _state(

@@ -35,7 +35,7 @@ class ContextError(Exception):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Context:
+class DockerContext:
     path: Path
     dockerfile: Path
     base_image: str
@@ -114,7 +114,7 @@ def _is_elf(path: Path) -> bool:
         return False
 
 
-def render(cell: Cell, *, spec_dir: Path, dest: Path, buildkit: bool) -> Context:
+def render(cell: Cell, *, spec_dir: Path, dest: Path, buildkit: bool) -> DockerContext:
     """Write the build context for `cell` into `dest` (replacing what was there)."""
     base = base_image(cell)
     fam = family(base)
@@ -132,7 +132,9 @@ def render(cell: Cell, *, spec_dir: Path, dest: Path, buildkit: bool) -> Context
     has_ca = _write_ca_bundle(cell, spec_dir, files / "ca-bundle.crt")
     find_links = _copy_find_links(cell, spec_dir, files / "find-links")
     _atomic.write_json(files / "plan.json", _plan(cell, has_ca=has_ca, find_links=find_links))
-    return Context(path=dest, dockerfile=dockerfile, base_image=base, family=fam, buildkit=buildkit)
+    return DockerContext(
+        path=dest, dockerfile=dockerfile, base_image=base, family=fam, buildkit=buildkit
+    )
 
 
 def _plan(cell: Cell, *, has_ca: bool, find_links: list[str]) -> Plan:

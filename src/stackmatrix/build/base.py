@@ -105,3 +105,22 @@ class BuildOutcome:
     # backend extras (image id, timings...); what is in it is JSON (build.json's data), but
     # the pipeline and tests read its values loosely (`out.data["base_image"]["id"]`)
     data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def failed(
+        cls,
+        code: str,
+        message: str,
+        *,
+        findings: tuple[Finding, ...] = (),
+        data: Mapping[str, Any] | None = None,
+    ) -> BuildOutcome:
+        """No environment, and why (`build/phase.py` makes it the cell's failed result)."""
+        return cls(
+            status=Status.FAILED,
+            environment=None,
+            code=code,
+            message=message,
+            findings=findings,
+            data=dict(data or {}),
+        )

@@ -22,11 +22,9 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
     run_env = {**os.environ, **dict(cell.env)}
     result = _proc.run([sys.executable, str(lockscript_path())], timeout=120, env=run_env)
     if not result.ok:
-        return BuildOutcome(
-            status=Status.FAILED,
-            environment=None,
-            code="inventory_failed",
-            message=f"listing this interpreter's distributions failed:\n{result.tail(8)}",
+        return BuildOutcome.failed(
+            "inventory_failed",
+            f"listing this interpreter's distributions failed:\n{result.tail(8)}",
         )
     lock = parse_lockscript_output(result.output, cell)
     env = Environment(

@@ -131,8 +131,8 @@ def _build_image(engine: ContainerEngine, cell: Cell, spec_dir: Path, cell_dir: 
         redact_files(files / "requirements.txt", files / "plan.json")
 
 
-def _run_build(engine: ContainerEngine, cell: Cell, ctx: _docker_context.Context, log_path: Path,
-               tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
+def _run_build(engine: ContainerEngine, cell: Cell, ctx: _docker_context.DockerContext,
+               log_path: Path, tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
     argv = [
         engine.docker, "build", "--network=host",
         "-f", str(ctx.dockerfile), "-t", tag,
@@ -319,9 +319,7 @@ def _data(engine: ContainerEngine, image: ImageInfo, tag: str, root: Path,
 
 
 def _failed(code: str, message: str, findings: tuple[Finding, ...] = ()) -> BuildOutcome:
-    return BuildOutcome(
-        status=Status.FAILED, environment=None, code=code, message=message, findings=findings
-    )
+    return BuildOutcome.failed(code, message, findings=findings)
 
 
 def _log(path: Path, text: str) -> None:

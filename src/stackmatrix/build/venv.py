@@ -232,7 +232,7 @@ def _inherit(base: str, python: str, env_dir: Path, log_path: Path) -> str | Non
     """Let the venv see `base`'s packages behind its own: a .pth naming base's site dirs.
 
     uv's --system-site-packages would add the packages of the *base* interpreter
-    only, and an image's stack often lives in a venv of its own (the lent H200's
+    only, and an image's stack often lives in a venv of its own (an H200 host's
     torch is in /opt/torch/.venv): a .pth works for both. Directories a .pth adds
     come after the venv's site-packages, so a pin of the cell shadows the image's.
     """
@@ -296,14 +296,7 @@ def _resolve_failed(cell: Cell, result: _proc.ProcResult, timings: dict[str, flo
 
 def _failed(code: str, message: str, timings: dict[str, float] | None = None,
             findings: tuple[Finding, ...] = ()) -> BuildOutcome:  # fmt: skip
-    return BuildOutcome(
-        status=Status.FAILED,
-        environment=None,
-        code=code,
-        message=message,
-        findings=findings,
-        data={"timings": timings or {}},
-    )
+    return BuildOutcome.failed(code, message, findings=findings, data={"timings": timings or {}})
 
 
 def _log(path: Path, text: str) -> None:

@@ -133,6 +133,7 @@ def _static_scan(
         targets=targets,
         resolve=True,
         host_has_driver=host_has_driver,
+        interrupted=_proc.interrupted,
     )
     scan = StaticScan(inventory=inventory, findings=outcome.findings, data=outcome.data)
     if cache is None or key is None:

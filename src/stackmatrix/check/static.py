@@ -7,8 +7,7 @@ GPU-arch coverage and CUDA majors across them, folded into one verdict.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -19,16 +18,16 @@ from stackmatrix.findings import Finding, Severity
 
 # "nothing-judged": only `inspect`, for a path holding no readable extension and no
 # package (a FIFO, /dev/zero, a zip that is not a wheel)
-Verdict = Literal["compatible", "warnings", "incompatible", "nothing-judged"]
+CheckVerdict = Literal["compatible", "warnings", "incompatible", "nothing-judged"]
 
 
 class CheckOutcome(NamedTuple):
-    verdict: Verdict
+    verdict: CheckVerdict
     findings: list[Finding]
     data: dict[str, Any]
 
 
-def verdict_of(findings: Sequence[Finding]) -> Verdict:
+def verdict_of(findings: Sequence[Finding]) -> CheckVerdict:
     """Any fail -> incompatible, else any warn -> warnings; latent findings (about files
     the serving process does not load, relevance.py) are shown but decide nothing."""
     judged = [f for f in findings if not relevance.is_latent(f)]
@@ -37,6 +36,10 @@ def verdict_of(findings: Sequence[Finding]) -> Verdict:
     if any(f.severity is Severity.WARN for f in judged):
         return "warnings"
     return "compatible"
+
+
+def _never() -> bool:
+    return False
 
 
 def static_check(
@@ -48,7 +51,12 @@ def static_check(
     targets: Sequence[str],
     resolve: bool,
     host_has_driver: bool,
+    interrupted: Callable[[], bool] = _never,
 ) -> CheckOutcome:
+    """`interrupted` is asked before each extension; true ends the scan early. The `check`
+    phase passes `_proc.interrupted` (after Ctrl-C its result is marked interrupted
+    anyway); `inspect` starts no child for Ctrl-C to stop, keeps the default and so does
+    not import `_proc` (subprocess, redaction) at start-up."""
     index = libs.LibraryIndex()
     optional = coverage.optional_rules()
     variants = coverage.cuda_variant_rules()
@@ -58,7 +66,7 @@ def static_check(
     unused: set[str] = set()  # builds for another CUDA major than torch's: never loaded
     findings: list[Finding] = []
     for sp, path in extension.find_extensions(site):
-        if _interrupted():
+        if interrupted():
             break  # Ctrl-C: the run is ending and this result will be marked interrupted
         try:
             r = extension.analyse(sp, path, ctx, index, inventory, resolve=resolve)
@@ -86,10 +94,3 @@ def static_check(
         "targets": list(targets),
     }
     return CheckOutcome(verdict=verdict_of(findings), findings=findings, data=data)
-
-
-def _interrupted() -> bool:
-    """_proc.interrupted(), without importing _proc (subprocess, redaction) for
-    `inspect`: until something imported it, nothing can have called terminate_all."""
-    proc = sys.modules.get("stackmatrix._proc")
-    return proc is not None and bool(proc.interrupted())

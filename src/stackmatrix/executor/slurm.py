@@ -22,6 +22,7 @@ from stackmatrix.executor import _slurmctl
 from stackmatrix.executor._plan import blocks_to_run, order_seed, statuses
 from stackmatrix.executor._records import JobRecord, Jobs, block_name, jobs_dir
 from stackmatrix.executor._script import BlockCommand, sbatch_argv, script_text
+from stackmatrix.outcome import Fail, write
 from stackmatrix.pipeline import (
     Progress,
     RunOptions,
@@ -35,7 +36,7 @@ from stackmatrix.pipeline.phases import report_phase
 from stackmatrix.pipeline.rundir import mark_finished
 from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
+from stackmatrix.results import RunDir, now_iso
 
 
 def run_slurm(opts: RunOptions, progress: Progress) -> RunSummary:
@@ -157,10 +158,8 @@ class _Submitter:
         for pc in self.planned:
             cell_dir = self.run_dir.cell(pc.cell.id)
             if reusable(cell_dir, "build") is None:
-                cell_dir.write(PhaseResult(phase="build", cell=pc.cell.id, status=Status.FAILED,
-                                           inputs_hash=pc.content_hash, code="slurm_job_failed",
-                                           message=message, started=job.submitted or now_iso(),
-                                           finished=now_iso()))  # fmt: skip
+                write(cell_dir, "build", Fail("slurm_job_failed", message),
+                      inputs_hash=pc.content_hash, started=job.submitted)  # fmt: skip
                 self.say("build", pc.cell.id, f"failed: {message}")
 
     def _cancel(self, exc: KeyboardInterrupt) -> None:

@@ -20,7 +20,7 @@ SPEC_LIMIT = 16 << 20  # a spec is a few KiB; its copy in a results directory no
 
 
 @dataclass(frozen=True, kw_only=True)
-class Context:
+class ExplainContext:
     run_dir: Path
     cell: str
     baseline: str
@@ -43,7 +43,7 @@ class Context:
         return self.spec.cell(self.cell)
 
 
-def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[Context, Derived]:
+def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[ExplainContext, Derived]:
     """What explaining `cell` starts from: the run's context and the reverts derived from
     its differences (nothing is measured)."""
     results = load_run(run_dir)
@@ -60,7 +60,7 @@ def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[Context, De
 
 def _context(
     results: RunResults, cell: str, launches: int | None, th: Thresholds, metric: str
-) -> Context:
+) -> ExplainContext:
     if results.cell(cell) is None:
         known = ", ".join(c.id for c in results.cells)
         raise UsageError(f"no cell {cell!r} in {results.path} (cells: {known})")
@@ -80,7 +80,7 @@ def _context(
             "built from the results' copy, whose secret values (index credentials, "
             "secret env) are hidden"
         )
-    return Context(run_dir=results.path, cell=cell, baseline=results.baseline, metric=metric,
+    return ExplainContext(run_dir=results.path, cell=cell, baseline=results.baseline, metric=metric,
                    thresholds=th, spec=spec, spec_dir=spec_dir, launches=launches,
                    note=note)  # fmt: skip
 

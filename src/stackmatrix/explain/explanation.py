@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from stackmatrix.explain.context import Context
+from stackmatrix.explain.context import ExplainContext
 from stackmatrix.explain.derive import Change, Derived
 from stackmatrix.explain.search import Effect, SearchResult
 from stackmatrix.explain.text import sentences
@@ -63,7 +63,9 @@ def _cold(c: ColdStart) -> JSONObject:
             "warmup_launches": c.warmup_launches, "worse": c.worse}  # fmt: skip
 
 
-def stopped(ctx: Context, derived: Derived, rounds: Sequence[Round], exc: Exception) -> JSONObject:
+def stopped(
+    ctx: ExplainContext, derived: Derived, rounds: Sequence[Round], exc: Exception
+) -> JSONObject:
     k = len(rounds) + 1
     return {
         "schema_version": SCHEMA_VERSION,
@@ -86,7 +88,7 @@ def stopped(ctx: Context, derived: Derived, rounds: Sequence[Round], exc: Except
 
 
 def explanation(
-    ctx: Context, derived: Derived, result: SearchResult[Change], rounds: Sequence[Round]
+    ctx: ExplainContext, derived: Derived, result: SearchResult[Change], rounds: Sequence[Round]
 ) -> JSONObject:
     def describe(c: Change) -> JSONValue:
         return c.to_dict()

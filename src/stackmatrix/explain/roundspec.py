@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from stackmatrix.errors import SpecError
-from stackmatrix.explain.context import Context
+from stackmatrix.explain.context import ExplainContext
 from stackmatrix.explain.derive import Change, pin_names
 from stackmatrix.spec._write import dumps
 from stackmatrix.spec_model import Bench, Cell, ReportPolicy, Spec
@@ -31,7 +31,11 @@ def group_id(cell: str, k: int, i: int, group: Sequence[Change]) -> str:
 
 
 def derived_spec(
-    ctx: Context, k: int, groups: Sequence[tuple[Change, ...]], ids: Sequence[str], path: Path
+    ctx: ExplainContext,
+    k: int,
+    groups: Sequence[tuple[Change, ...]],
+    ids: Sequence[str],
+    path: Path,
 ) -> Spec:
     """Round `k`'s spec, to be written at `path` (where the round's run reads it from)."""
     run = ctx.spec
@@ -99,7 +103,7 @@ def _normal(pin: str) -> str:
         return pin
 
 
-def _round_cell(ctx: Context, cell: Cell, cell_id: str | None = None) -> Cell:
+def _round_cell(ctx: ExplainContext, cell: Cell, cell_id: str | None = None) -> Cell:
     """A cell of the round spec: fully defined where it lives (under explain/<cell>/), its
     local paths made absolute; its axis labels and description are not the round's."""
     return replace(
@@ -114,14 +118,14 @@ def _round_cell(ctx: Context, cell: Cell, cell_id: str | None = None) -> Cell:
     )
 
 
-def _absolute(ctx: Context, value: str) -> str:
+def _absolute(ctx: ExplainContext, value: str) -> str:
     """A path relative to the original spec, made absolute for the derived spec."""
     if value.startswith(("./", "../")):
         return str((ctx.spec_dir / value).resolve())
     return value
 
 
-def warmup_launches(ctx: Context, bench: Bench | None) -> int:
+def warmup_launches(ctx: ExplainContext, bench: Bench | None) -> int:
     """The rounds' warm-up launches per cell: asked for, or the run's, at least one (on
     the H200, 3 of a round's 4 cells paid 30-66% for a cold first launch without one)."""
     if ctx.warmup_launches is not None:
@@ -129,7 +133,7 @@ def warmup_launches(ctx: Context, bench: Bench | None) -> int:
     return max(bench.warmup_launches if bench is not None else 0, 1)
 
 
-def _bench(ctx: Context, bench: Bench) -> Bench:
+def _bench(ctx: ExplainContext, bench: Bench) -> Bench:
     if ctx.launches is not None:  # a fixed count, where the run's may have been adaptive
         bench = replace(bench, launches=ctx.launches, min_launches=None)
     workload = bench.workload if ctx.warmup is None else replace(bench.workload, warmup=ctx.warmup)

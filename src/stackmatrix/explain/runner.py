@@ -18,7 +18,7 @@ from pathlib import Path
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._secrets import redact_spec_text
 from stackmatrix.errors import StackmatrixError, UsageError
-from stackmatrix.explain.context import Context, prepare
+from stackmatrix.explain.context import ExplainContext, prepare
 from stackmatrix.explain.derive import Change
 from stackmatrix.explain.explanation import Round, Unfinished, explanation, status, stopped
 from stackmatrix.explain.roundspec import derived_spec, group_id
@@ -100,7 +100,7 @@ def _explain_dir(run_dir: Path, cell: str) -> Path:
 
 
 def _round(
-    ctx: Context,
+    ctx: ExplainContext,
     out: Path,
     k: int,
     groups: list[tuple[Change, ...]],

@@ -1,8 +1,10 @@
 """The run pipeline: spec -> plan -> build -> check -> bench -> report.
 
 Each phase reads what the one before it wrote in the results directory. A failed
-cell is a result, never the end of the run; exceptions from a phase become a
-`failed` status, at one boundary (`runner.run_phase`; the bench's is each launch).
+cell is a result, never the end of the run: what a cell's phase did (its result, a
+Skip or Fail it raised, a crash, Ctrl-C) becomes its status at one boundary
+(`runner.run_phase`; the bench's is each launch). A cell's build and check are the
+work of their own packages (`build.phase`, `check.phase`); this one orders the phases.
 Re-running resumes: a phase whose inputs hash is unchanged and whose result is
 complete is not redone.
 
@@ -13,6 +15,7 @@ complete is not redone.
 
 from __future__ import annotations
 
+from stackmatrix.build.phase import environments
 from stackmatrix.pipeline.bench import TINY_MODEL_PREFIX, bench_phase
 from stackmatrix.pipeline.options import (
     ALL_PHASES,
@@ -23,7 +26,7 @@ from stackmatrix.pipeline.options import (
     select_cells,
     with_backend,
 )
-from stackmatrix.pipeline.phases import build_phase, check_phase, environments, report_phase
+from stackmatrix.pipeline.phases import build_phase, check_phase, report_phase
 from stackmatrix.pipeline.run import _children_stop_on_ctrl_c, run_pipeline
 from stackmatrix.pipeline.rundir import (
     history_db,

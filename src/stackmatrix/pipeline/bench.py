@@ -9,12 +9,13 @@ from pathlib import Path
 
 from stackmatrix.build.backends import get_backend
 from stackmatrix.build.base import Environment
+from stackmatrix.build.phase import environments
 from stackmatrix.errors import StackmatrixError
+from stackmatrix.outcome import Fail, Skip, write
 from stackmatrix.pipeline.options import Progress, RunOptions
-from stackmatrix.pipeline.phases import environments
 from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import INTERNAL_ERROR, PhaseResult, PhaseRun, RunDir, Status, now_iso
+from stackmatrix.results import INTERNAL_ERROR, PhaseResult, PhaseRun, RunDir
 from stackmatrix.spec_model import Spec
 
 
@@ -23,9 +24,7 @@ def bench_phase(
 ) -> dict[str, PhaseResult]:
     ids = [pc.cell.id for pc in planned]
     if opts.spec.bench is None:
-        return _mark_all(
-            run, ids, "bench", Status.SKIPPED, "no_bench", "the spec has no [bench] section"
-        )
+        return _mark_all(run, ids, Skip("no_bench", "the spec has no [bench] section"))
     from stackmatrix.bench.phase import run_bench_phase
 
     envs = environments(run, ids, opts.spec)
@@ -34,7 +33,7 @@ def bench_phase(
         try:
             spec = _with_tiny_model(spec, opts.work_dir, envs, progress)
         except StackmatrixError as exc:
-            return _mark_all(run, ids, "bench", Status.FAILED, "model_unavailable", exc.message)
+            return _mark_all(run, ids, Fail("model_unavailable", exc.message))
     try:
         return run_bench_phase(
             spec,
@@ -60,7 +59,7 @@ def _phase_crashed(
     done = {cid: old for cid in ids if (old := reusable(run.cell(cid), "bench")) is not None}
     unfinished = [cid for cid in ids if cid not in done]
     if isinstance(exc, StackmatrixError):
-        failed = _mark_all(run, unfinished, "bench", Status.FAILED, "bench_failed", exc.message)
+        failed = _mark_all(run, unfinished, Fail("bench_failed", exc.message))
     else:
         failed = {cid: _crash(run, cid, exc) for cid in unfinished}
     for cid, result in failed.items():
@@ -73,7 +72,7 @@ def _crash(run: RunDir, cid: str, exc: Exception) -> PhaseResult:
         return PhaseRun.begin(run.cell(cid), "bench", "").crash(exc)
     except OSError:  # the log cannot be written either (the disk that caused it)
         message = f"{type(exc).__name__}: {exc}"
-        return _mark_all(run, [cid], "bench", Status.FAILED, INTERNAL_ERROR, message)[cid]
+        return _mark_all(run, [cid], Fail(INTERNAL_ERROR, message))[cid]
 
 
 TINY_MODEL_PREFIX = "stackmatrix:tiny-llama"
@@ -117,21 +116,6 @@ def _with_tiny_model(
     return replace(spec, bench=replace(spec.bench, model=str(path)))
 
 
-def _mark_all(
-    run: RunDir, ids: Sequence[str], phase: str, status: Status, code: str, message: str
-) -> dict[str, PhaseResult]:
-    out = {}
-    for cid in ids:
-        result = PhaseResult(
-            phase=phase,
-            cell=cid,
-            status=status,
-            inputs_hash="",
-            code=code,
-            message=message,
-            started=now_iso(),
-            finished=now_iso(),
-        )
-        run.cell(cid).write(result)
-        out[cid] = result
-    return out
+def _mark_all(run: RunDir, ids: Sequence[str], said: Skip | Fail) -> dict[str, PhaseResult]:
+    """Every cell's bench recorded as `said`, a skip or a failure of the whole phase."""
+    return {cid: write(run.cell(cid), "bench", said) for cid in ids}

@@ -18,7 +18,7 @@ from stackmatrix._secrets import redact_spec_text
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline.options import RunOptions
 from stackmatrix.plan import PlannedCell, make_plan
-from stackmatrix.records import ReportPolicy, RunRecord
+from stackmatrix.records import ReportPolicyRecord, RunRecord
 from stackmatrix.results import RunDir, now_iso
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -
         stackmatrix_version=__version__,
         run_id=previous.run_id or run_identity(),
         argv=tuple(opts.argv),
-        report=ReportPolicy(
+        report=ReportPolicyRecord(
             headline=policy.headline,
             confidence=policy.confidence,
             min_effect=policy.min_effect,

@@ -1,6 +1,7 @@
 """The per-cell phase runner: a phase's result is reused when complete and of the same
 inputs; otherwise it is marked interrupted, run, and recorded, whatever happened: the
-one boundary where a crash of build or check becomes a status."""
+one boundary where what a cell's build or check did becomes its status (its ok result,
+`outcome.Skip`, `outcome.Fail`, a crash, Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from stackmatrix import _proc
 from stackmatrix.errors import ResultsError
+from stackmatrix.outcome import Outcome, record
 from stackmatrix.plan import PlannedCell
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun
 
@@ -29,19 +31,26 @@ def reusable(cell_dir: CellDir, phase: str, inputs_hash: str | None = None) -> P
 def run_phase(
     cell_dir: CellDir, phase: str, inputs_hash: str, body: Callable[[], PhaseResult]
 ) -> PhaseResult:
-    """Mark the phase interrupted, run it, and record what happened, crash or not."""
+    """Mark the phase interrupted, run `body`, and record what happened: the result it
+    returns, the Skip or Fail it raises, its crash (failed, `internal_error`, the
+    traceback in the phase's log); after Ctrl-C, whatever it did, interrupted."""
     run = PhaseRun.begin(cell_dir, phase, inputs_hash)
     run.save()
     try:
-        outcome = body()
+        done = body()
+    except Outcome as said:
+        return run.interrupt() if _proc.interrupted() else record(run, said)
     except Exception as exc:  # a phase's crash becomes a status (bench: per launch)
         run.crash(exc)
         return run.interrupt() if _proc.interrupted() else run.result
+    except KeyboardInterrupt:
+        run.interrupt()
+        raise
     if _proc.interrupted():
         # its child was stopped by Ctrl-C: whatever it returned is not a real outcome
         return run.interrupt()
-    outcome.started = run.result.started
-    run.result = outcome
+    done.started = run.result.started
+    run.result = done
     return run.end()
 
 

@@ -11,7 +11,7 @@ names travel in `extra`, so `to_dict` gives back what was read.
 The bench phase writes its launches and rounds as `LaunchRecord`/`RoundRecord`
 (bench/_launch.py); the cell's `data` around them is still a dict.
 
-    run       RunRecord, ReportPolicy            bench   BenchData, LaunchRecord, RoundRecord,
+    run       RunRecord, ReportPolicyRecord      bench   BenchData, LaunchRecord, RoundRecord,
     phases    BuildData, CheckData, check_verdict        PointRun, PointInfo
     plan      PlanCell                           _read   JSON values into typed fields
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 from stackmatrix.records.bench import BenchData, LaunchRecord, PointInfo, PointRun, RoundRecord
 from stackmatrix.records.phases import BuildData, CheckData, check_verdict
 from stackmatrix.records.plan import PlanCell
-from stackmatrix.records.run import ReportPolicy, RunRecord
+from stackmatrix.records.run import ReportPolicyRecord, RunRecord
 from stackmatrix.results import SCHEMA_VERSION
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
     "PlanCell",
     "PointInfo",
     "PointRun",
-    "ReportPolicy",
+    "ReportPolicyRecord",
     "RoundRecord",
     "RunRecord",
     "check_verdict",

@@ -18,8 +18,9 @@ from stackmatrix.results import RunDir
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReportPolicy:
-    """run.json's `report`: how the spec's [report] asked to judge the cells."""
+class ReportPolicyRecord:
+    """run.json's `report`: how the spec's [report] (spec_model.ReportPolicy) asked to
+    judge the cells, as recorded: null where unknown, keys no field names in `extra`."""
 
     headline: str | None = None
     confidence: float | None = None
@@ -28,7 +29,7 @@ class ReportPolicy:
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, JSONValue]) -> ReportPolicy:
+    def from_dict(cls, raw: Mapping[str, JSONValue]) -> ReportPolicyRecord:
         fail_on = raw.get("fail_on")
         return cls(
             headline=string(raw.get("headline")),
@@ -75,7 +76,7 @@ class RunRecord:
     stackmatrix_version: str | None = None
     run_id: str | None = None
     argv: tuple[str, ...] = ()
-    report: ReportPolicy = field(default_factory=ReportPolicy)
+    report: ReportPolicyRecord = field(default_factory=ReportPolicyRecord)
     finished: str | None = None  # set when the invocation's phases ended
     synthetic: str | None = None  # a note: the results are made up (examples, tests)
     merged_from: tuple[str, ...] | None = None  # set by `stackmatrix merge`
@@ -111,7 +112,7 @@ class RunRecord:
             stackmatrix_version=string(raw.get("stackmatrix_version")),
             run_id=string(raw.get("run_id")),
             argv=strs("argv"),
-            report=ReportPolicy.from_dict(obj(raw.get("report"))),
+            report=ReportPolicyRecord.from_dict(obj(raw.get("report"))),
             finished=string(raw.get("finished")),
             synthetic=string(raw.get("synthetic")),
             merged_from=maybe_strs("merged_from"),

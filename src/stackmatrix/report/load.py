@@ -24,7 +24,7 @@ from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
 from stackmatrix.records import BenchData, BuildData, CheckData, PlanCell, PointInfo, RunRecord
 from stackmatrix.records._read import JSONObject
-from stackmatrix.results import PHASES, PhaseResult, RunDir, Status
+from stackmatrix.results import PHASES, CellDir, PhaseResult, RunDir, Status
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +86,21 @@ class CellResults:
                 name = rnd.requests_file
                 if not name:
                     continue
-                for path in (self.path / name, self.path / f"{name}.gz"):
+                for path in (self.path / name, self.path / layout.compressed(name)):
                     if _regular(path):
                         yield path
                         break
 
     def server_logs(self) -> list[Path]:
-        return sorted(p for p in self.path.glob(layout.SERVER_LOG_GLOB) if _regular(p))
+        """The servers' logs in the order of their names, each the file bench wrote or,
+        where that is absent, its compressed copy (`<name>.gz`)."""
+        logs = {
+            p.name.removesuffix(layout.COMPRESSED_SUFFIX): p
+            for p in self.path.glob(layout.compressed(layout.SERVER_LOG_GLOB))
+            if _regular(p)
+        }
+        logs.update((p.name, p) for p in self.path.glob(layout.SERVER_LOG_GLOB) if _regular(p))
+        return [logs[name] for name in sorted(logs)]
 
 
 def read_explanations(run_dir: Path, problems: list[str]) -> tuple[JSONObject, ...]:
@@ -201,20 +209,13 @@ def _load_cell(path: Path, cell_id: str, planned: PlanCell | None) -> CellResult
     problems: list[str] = []
     unreadable: dict[str, str] = {}
     for phase in PHASES:
-        file = path / f"{phase}.json"
-        if not os.path.lexists(file):
-            continue
-        try:
-            result = PhaseResult.from_dict(_nofollow.read_json(file))
-            why = _shapes.problem(result.data, _shapes.PHASE_DATA.get(phase, {}), "data")
-        except ResultsError as exc:
-            why = exc.message
-        if why:
-            problems.append(f"{phase}.json unreadable: {why}")
-            unreadable[phase] = why
-            log.warning("cell %s: cannot read %s: %s", cell_id, file, why)
-        else:
-            phases[phase] = result
+        found = _read_phase(CellDir(path, cell_id), phase)
+        if isinstance(found, str):
+            problems.append(f"{phase}.json unreadable: {found}")
+            unreadable[phase] = found
+            log.warning("cell %s: cannot read its %s result: %s", cell_id, phase, found)
+        elif found is not None:
+            phases[phase] = found
     return CellResults(
         id=cell_id,
         path=path,
@@ -229,6 +230,18 @@ def _load_cell(path: Path, cell_id: str, planned: PlanCell | None) -> CellResult
         problems=tuple(problems),
         unreadable=unreadable,
     )
+
+
+def _read_phase(cell_dir: CellDir, phase: str) -> PhaseResult | str | None:
+    """The phase's result (`<phase>.json` or its compressed copy), why it cannot be
+    used, or None when the cell has none."""
+    try:
+        result = cell_dir.read(phase)
+    except ResultsError as exc:
+        return exc.message
+    if result is None:
+        return None
+    return _shapes.problem(result.data, _shapes.PHASE_DATA.get(phase, {}), "data") or result
 
 
 def _public_pair(field: str, pair: Any) -> Any:

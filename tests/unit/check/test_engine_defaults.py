@@ -13,9 +13,9 @@ import pytest
 from stackmatrix.check.defaults import model_kinds, predictions
 from stackmatrix.check.features import feature_findings
 from stackmatrix.check.inventory import read_inventory
+from stackmatrix.check.phase import _with_predictions
 from stackmatrix.check.static import CheckOutcome
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.pipeline.phases import _with_predictions
 from stackmatrix.plan import make_plan
 from stackmatrix.report.failures import cause, failure_text
 from stackmatrix.spec import load_spec

@@ -34,8 +34,8 @@ NOT_FOR_A_DIRECTORY = (
     "stackmatrix.check.environment",
     "stackmatrix.check.scancache",
     "stackmatrix.check.probe",
-    # the pipeline's and the other commands' (this session's measurement: a third of
-    # inspect's whole process on sgl-kernel was these imports and their parsers)
+    # the pipeline's and the other commands' (measured: a third of inspect's whole
+    # process on sgl-kernel was these imports and their parsers)
     "argparse",  # `[-v] inspect PATH [--target X]... [--json]` is read by cli._plain_inspect
     "logging",  # _log.Logger imports it at the first message
     "dataclasses",  # the check records are named tuples

@@ -194,7 +194,8 @@ def test_a_linked_cache_directory_is_not_used(tmp_path, site, caplog):
 def test_a_scan_cut_short_by_ctrl_c_is_not_kept(tmp_path, site, monkeypatch):
     monkeypatch.setattr(_proc, "interrupted", lambda: True)
     cache = cache_in(tmp_path)
-    check(environment(site), cache)
+    outcome = check(environment(site), cache)
+    assert outcome.data["extensions"] == []  # the scan stopped before its first extension
     assert not list(cache.directory.glob("*.json"))
 
 

@@ -1,4 +1,4 @@
-"""The explanation round measured on the lent H200 (reports/examples/h200-sglang-explain):
+"""The explanation round measured on an H200 host (reports/examples/h200-sglang-explain):
 judged again here without a GPU, and protected from being measured over."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from stackmatrix.explain.roundspec import derived_spec
 from stackmatrix.explain.runner import _cold_starts, explain_cell
 from stackmatrix.report.load import load_run
 from stackmatrix.report.model import build_model
+from stackmatrix.results import CellDir
 from stackmatrix.spec_model import Bench, Spec
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "reports" / "examples" / "h200-sglang-explain"
@@ -28,6 +29,13 @@ def kept(tmp_path: Path) -> Path:
     run = tmp_path / "h200-sglang-explain"
     shutil.copytree(EXAMPLE, run)
     return run
+
+
+def _bench_file(run: Path, cell: str) -> Path:
+    """The cell's bench.json as kept: written or compressed (bench.json.gz)."""
+    path = CellDir(run / "cells" / cell, cell).stored_result("bench")
+    assert path is not None
+    return path
 
 
 def _no_gpu_here(spec: Spec, output: Path) -> None:
@@ -45,7 +53,7 @@ def test_the_h200_round_s_first_launches_were_cold_starts() -> None:
 
 
 def test_rejudging_the_kept_round_says_where_its_noise_came_from(kept: Path) -> None:
-    bench = kept / ROUND / "cells" / "flashinfer" / "bench.json"
+    bench = _bench_file(kept / ROUND, "flashinfer")
     before = bench.read_bytes()
     path = explain_cell(kept, "triton-capped", run_round=_no_gpu_here, rejudge=True)
     ex = json.loads(path.read_text())
@@ -157,8 +165,8 @@ def test_the_warm_round_had_no_cold_start() -> None:
 
 
 def test_a_round_cut_short_says_what_it_lacks_not_noise(kept_warm: Path) -> None:
-    # the H200 session's device time ran out 6 of 8 launches in
-    bench = kept_warm / ROUND / "cells" / "flashinfer" / "bench.json"
+    # the round was stopped 6 of 8 launches in (the H200 host's GPU time ran out)
+    bench = _bench_file(kept_warm / ROUND, "flashinfer")
     before = bench.read_bytes()
     path = explain_cell(kept_warm, "triton-capped", run_round=_no_gpu_here, rejudge=True)
     ex = json.loads(path.read_text())
@@ -229,7 +237,7 @@ def test_the_warmed_up_h200_round_decides_which_flag_costs_the_throughput(
     decided: Path,
 ) -> None:
     # 1 warm-up launch and 3 measured launches per cell, interleaved, on the H200
-    bench = decided / ROUND / "cells" / "triton-capped" / "bench.json"
+    bench = _bench_file(decided / ROUND, "triton-capped")
     before = bench.read_bytes()
     ex = json.loads(
         explain_cell(decided, "triton-capped", run_round=_no_gpu_here, rejudge=True).read_text()
@@ -272,7 +280,7 @@ def test_a_difference_that_follows_the_cause_is_said_to_follow_it(decided: Path)
 def test_a_revert_cell_without_its_server_log_proves_no_following(decided: Path) -> None:
     # the log is where cuda_graph_bs is read: without it the value is unknown, not equal
     revert = decided / ROUND / "cells" / "triton-capped~max-running-requests=64"
-    for log in revert.glob("server-*.log"):
+    for log in revert.glob("server-*.log*"):  # as written or compressed (.gz)
         log.unlink()
     ex = json.loads(
         explain_cell(decided, "triton-capped", run_round=_no_gpu_here, rejudge=True).read_text()

@@ -13,7 +13,7 @@ import pytest
 from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.errors import SpecError
-from stackmatrix.explain.context import Context, prepare
+from stackmatrix.explain.context import ExplainContext, prepare
 from stackmatrix.explain.derive import Change
 from stackmatrix.explain.roundspec import check, derived_spec
 from stackmatrix.pipeline import RunOptions
@@ -25,7 +25,7 @@ def load_spec_text(text: str, path: str) -> Spec:
     return parse_spec(tomllib.loads(text), path=path)
 
 
-def _ctx(tmp_path: Path, bench: Bench | None = None) -> Context:
+def _ctx(tmp_path: Path, bench: Bench | None = None) -> ExplainContext:
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
     ctx, _ = prepare(run, "cu130", None)

@@ -1,0 +1,89 @@
+"""The build phase for one cell: its backend's `BuildOutcome` becomes build.json's
+result, in this one place (a failed build raises `outcome.Fail`, which
+`pipeline/runner.py` records), and the built environments are read back from the
+results for the later phases."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from stackmatrix._secrets import REDACTED, redact
+from stackmatrix.build.backends import get_backend
+from stackmatrix.build.base import BuildOutcome, Environment
+from stackmatrix.build.lock import lock_digest
+from stackmatrix.outcome import Fail
+from stackmatrix.plan import PlannedCell
+from stackmatrix.records import BuildData
+from stackmatrix.records._read import JSONObject
+from stackmatrix.results import PhaseResult, RunDir, Status
+from stackmatrix.spec_model import Spec
+
+
+def build_cell(pc: PlannedCell, spec_dir: Path, work_dir: Path, log_path: Path) -> PhaseResult:
+    """The cell's environment built (or a verified one reused): its ok result; raises
+    Fail with the backend's code, message and findings when it could not be built."""
+    outcome = get_backend(pc.cell.backend).build(
+        pc.cell, spec_dir=spec_dir, work_dir=work_dir, log_path=log_path,
+        content_hash=pc.content_hash,
+    )  # fmt: skip
+    data = _data(pc, outcome)
+    if outcome.status is not Status.OK:
+        code = outcome.code or "build_failed"
+        raise Fail(code, outcome.message, findings=outcome.findings, data=data)
+    return PhaseResult(
+        phase="build",
+        cell=pc.cell.id,
+        status=Status.OK,
+        inputs_hash=pc.content_hash,
+        code=outcome.code,
+        message=outcome.message,
+        findings=list(outcome.findings),
+        data=data,
+    )
+
+
+def _data(pc: PlannedCell, outcome: BuildOutcome) -> JSONObject:
+    return BuildData(
+        environment=_public_environment(outcome.environment),
+        lock=tuple(e.to_dict() for e in outcome.lock),
+        lock_digest=lock_digest(outcome.lock) if outcome.lock else None,
+        extra={"reused": outcome.reused, "content_hash": pc.content_hash, **outcome.data},
+    ).to_dict()
+
+
+def _public_environment(env: Environment | None) -> JSONObject | None:
+    """build.json travels as a CI artifact: secret env values stay out of it, and come
+    back from the spec when a later phase runs the cell."""
+    return None if env is None else {**env.to_dict(), "env": redact(dict(env.env))}
+
+
+def still_there(result: PhaseResult) -> bool:
+    """Whether the environment an ok build.json describes still exists (a resumed run
+    reuses the result only then)."""
+    env = BuildData.from_dict(result.data).environment
+    if not env:
+        return False
+    prefix = env.get("prefix")
+    return prefix is None or (isinstance(prefix, str) and Path(prefix).exists())
+
+
+def environments(run: RunDir, cell_ids: Sequence[str], spec: Spec) -> dict[str, Environment]:
+    """The environments of the cells whose build is ok, with their secrets from the spec."""
+    out = {}
+    cells = {c.id: c for c in spec.cells}
+    for cid in cell_ids:
+        result = run.cell(cid).read("build")
+        if result is None or result.status is not Status.OK:
+            continue
+        environment = BuildData.from_dict(result.data).environment
+        if environment:
+            env = Environment.from_dict(environment)
+            out[cid] = _with_secrets(env, dict(cells[cid].env) if cid in cells else {})
+    return out
+
+
+def _with_secrets(env: Environment, spec_env: Mapping[str, str]) -> Environment:
+    restored = {k: spec_env.get(k, v) if REDACTED in v else v for k, v in env.env.items()}
+    return replace(env, env=restored)
