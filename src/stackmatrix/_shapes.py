@@ -1,8 +1,8 @@
-"""The shapes of run.json and of the phase data, checked once where they are read.
+"""The shapes of the phase data, checked once where they are read (run.json and
+plan.json are checked against their records: records/_read.py `problem`).
 
-Readers use `.get` and trust the types they find; a run.json whose `cells` is a
-number, or a bench.json whose `launches` is one (a corrupt or hand-edited file),
-used to end the report with a traceback. Keys may be missing
+Readers use `.get` and trust the types they find; a bench.json whose `launches` is a
+number (a corrupt or hand-edited file) used to end the report with a traceback. Keys may be missing
 or null; what is there must fit (a list holds no nulls).
 """
 
@@ -14,16 +14,6 @@ from typing import Any
 # one-item list: every item has that shape; a type or tuple of types: isinstance
 Shape = Any
 _NUMBER = (int, float)
-RUN: Shape = {
-    "spec_name": str,
-    "spec_hash": str,
-    "baseline": str,
-    "cells": [str],
-    "targets": [str],
-    "order": str,
-    "created": str,
-    "report": {"headline": str, "confidence": _NUMBER, "min_effect": _NUMBER, "fail_on": [str]},
-}
 _ROUND = {"metrics": {}, "requests_file": str, "index": int}
 _POINT_LAUNCH = {"rounds": [_ROUND], "summary": {}}  # a load point in one launch
 _LAUNCH = {

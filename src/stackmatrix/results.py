@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackmatrix import _atomic, _nofollow, _shapes, layout
+from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding, mapping, text
 
@@ -306,13 +306,15 @@ class RunDir:
                 "pass the directory that `stackmatrix run` printed"
             )
         data = _nofollow.read_json(self.run_json)
-        why = "not an object" if not isinstance(data, dict) else _shapes.problem(data, _shapes.RUN)
-        if why or not isinstance(data, dict):
-            raise ResultsError(
-                f"{self.run_json} is corrupt: {why}; it is written by `stackmatrix run`: "
-                "re-run, or restore it from the run's artifacts"
-            )
-        return data
+        if not isinstance(data, dict):
+            raise self.corrupt_run("not an object")
+        return data  # records.run.read_run_json checks its fields
+
+    def corrupt_run(self, why: str) -> ResultsError:
+        return ResultsError(
+            f"{self.run_json} is corrupt: {why}; it is written by `stackmatrix run`: "
+            "re-run, or restore it from the run's artifacts"
+        )
 
     def write_json(self, name: str, data: Mapping[str, object]) -> Path:
         path = self.path / name

@@ -4,8 +4,9 @@ check, and the bench's launches, their rounds and load points).
 `from_dict` reads what stackmatrix writes today and what it wrote before (bench.json
 files of earlier versions lack keys; warm-up launches are indexed "W1"): a missing key
 or a null is the field's default, never an error, because the report must still load
-old results. Where the file is read, `_shapes` has already refused values of the wrong
-type; `from_dict` still keeps what does not fit out of the typed fields. Keys no field
+old results. Most records read through `_read.decode`, by their fields' types, and
+`_read.problem` says where a file's value does not fit them (run.json, plan.json; the
+phase data is still checked by `_shapes`); what does not fit stays out of the fields. Keys no field
 names travel in `extra`, so `to_dict` gives back what was read.
 
 The bench phase writes its launches and rounds as `LaunchRecord`/`RoundRecord`
@@ -13,14 +14,14 @@ The bench phase writes its launches and rounds as `LaunchRecord`/`RoundRecord`
 
     run       RunRecord, ReportPolicyRecord      bench   BenchData, LaunchRecord, RoundRecord,
     phases    BuildData, CheckData, check_verdict        PointRun, PointInfo
-    plan      PlanCell                           _read   JSON values into typed fields
+    plan      PlanCell, PlanRecord               _read   decode, problem: JSON into records
 """
 
 from __future__ import annotations
 
 from stackmatrix.records.bench import BenchData, LaunchRecord, PointInfo, PointRun, RoundRecord
 from stackmatrix.records.phases import BuildData, CheckData, check_verdict
-from stackmatrix.records.plan import PlanCell
+from stackmatrix.records.plan import PlanCell, PlanRecord
 from stackmatrix.records.run import ReportPolicyRecord, RunRecord
 from stackmatrix.results import SCHEMA_VERSION
 
@@ -31,6 +32,7 @@ __all__ = [
     "CheckData",
     "LaunchRecord",
     "PlanCell",
+    "PlanRecord",
     "PointInfo",
     "PointRun",
     "ReportPolicyRecord",

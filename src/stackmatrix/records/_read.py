@@ -1,10 +1,24 @@
-"""Reading a JSON value into a typed field: what does not fit is left out, never an error."""
+"""Reading JSON into the typed records: `decode` builds a record from its fields' types
+and `problem` says where a file departs from them; what does not fit is left out of the
+record, never an error."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from dataclasses import fields
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from dataclasses import fields, is_dataclass
+from types import UnionType
+from typing import (
+    Any,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    runtime_checkable,
+)
 
 # A JSON value as json.loads returns it, and an object of them: what a record reads and
 # writes. Where other modules read a field's values loosely, the field says `Any` itself.
@@ -92,3 +106,109 @@ def written(record: Any) -> JSONObject:
         elif (value := getattr(record, f.name)) is not None:
             out[f.name] = plain(value)
     return out
+
+
+# -- one reader for every record: its fields say what each key holds --------------------
+
+T = TypeVar("T")
+_JSON_TYPES = {str: "str", int: "int", float: "float", bool: "bool"}
+
+
+def decode(cls: type[T], raw: Mapping[str, JSONValue], where: str = "") -> T:
+    """`raw` read into the record `cls` by its fields: a value that does not fit its
+        field's type (see `problem`) is left out (the field's default), keys no field names
+    go to `extra`. A field's `metadata["read"]` reads its raw value itself (None where
+    the key is missing); what is there must still fit the field's type."""
+    return _record(cls, raw, where, [])
+
+
+def problem(cls: type, raw: object, where: str = "") -> str | None:
+    """Where `raw` first departs from the record `cls`, said for a person (for example
+    "data.launches[0].rounds is int 3, not a list"); None when it fits. A missing key or
+    a null fits every field."""
+    found: list[str] = []
+    if not isinstance(raw, dict):
+        return f"{where or 'the file'} is {type(raw).__name__}, not an object"
+    _record(cls, raw, where, found)
+    return found[0] if found else None
+
+
+def _record(cls: type[T], raw: Mapping[str, JSONValue], where: str, found: list[str]) -> T:
+    names = vars(sys.modules[cls.__module__])
+    values: dict[str, object] = {}
+    for f in fields(cast(Any, cls)):
+        if "read" in f.metadata:  # the field reads its value, present or not
+            values[f.name] = f.metadata["read"](raw.get(f.name))
+        if f.name == "extra" or f.name not in raw:
+            continue
+        hint = eval(f.type, names) if isinstance(f.type, str) else f.type  # noqa: S307
+        value = _value(hint, raw[f.name], f"{where}.{f.name}".lstrip("."), found)
+        if value is not _MISSING and value is not None and "read" not in f.metadata:
+            values[f.name] = value
+    if "extra" in {f.name for f in fields(cast(Any, cls))}:
+        values["extra"] = extra_keys(raw, cls)
+    return cls(**values)
+
+
+_MISSING = object()
+
+
+def _value(hint: Any, value: object, where: str, found: list[str]) -> object:
+    """`value` as `hint` has it; _MISSING, and the reason in `found`, where it does not fit."""
+    if value is None or hint is Any or isinstance(hint, str) or hint is object:
+        return value  # a null, or a JSON value kept as it is
+    if hint == JSONObject:
+        return dict(value) if isinstance(value, dict) else _fail(found, where, value, "an object")
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        kinds = [a for a in args if a is not type(None)]
+        if len(kinds) == 1:
+            return _value(kinds[0], value, where, found)
+        for kind in kinds:
+            probe: list[str] = []
+            fits = _value(kind, value, where, probe)
+            if not probe:
+                return fits
+        return _fail(found, where, value, " or ".join(_said(k) for k in kinds))
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            return _fail(found, where, value, "a list")
+        items = [_item(args[0], v, f"{where}[{i}]", found) for i, v in enumerate(value)]
+        kept = [v for v in items if v is not _MISSING]
+        return tuple(kept) if origin is tuple else kept
+    if origin is dict:
+        if not isinstance(value, dict):
+            return _fail(found, where, value, "an object")
+        pairs = {k: _value(args[1], v, f"{where}.{k}", found) for k, v in value.items()}
+        return {k: v for k, v in pairs.items() if v is not _MISSING}
+    if is_dataclass(hint):
+        if not isinstance(value, dict):
+            return _fail(found, where, value, "an object")
+        return _record(cast(Any, hint), value, where, found)
+    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return value  # an int stays an int, as it was written
+    if isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
+        return value
+    return _fail(found, where, value, _said(hint))
+
+
+def _item(hint: Any, value: object, where: str, found: list[str]) -> object:
+    """A list's item: a null does not fit (a list holds no nulls)."""
+    if value is None:
+        found.append(f"{where} is null")
+        return _MISSING
+    return _value(hint, value, where, found)
+
+
+def _fail(found: list[str], where: str, value: object, kind: str) -> object:
+    shown = "" if isinstance(value, dict | list) else f" {value!r:.40}"
+    found.append(f"{where} is {type(value).__name__}{shown}, not {kind}")
+    return _MISSING
+
+
+def _said(hint: Any) -> str:
+    if get_origin(hint) in (list, tuple):
+        return "a list"
+    if get_origin(hint) is dict or hint == JSONObject or is_dataclass(hint):
+        return "an object"
+    return _JSON_TYPES.get(hint, getattr(hint, "__name__", str(hint)))

@@ -6,15 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stackmatrix.findings import Severity
-from stackmatrix.records._read import (
-    JSONObject,
-    JSONValue,
-    extra_keys,
-    maybe_obj,
-    objs,
-    string,
-    written,
-)
+from stackmatrix.records._read import JSONObject, JSONValue, decode, written
 from stackmatrix.results import PhaseResult
 
 
@@ -31,14 +23,7 @@ class BuildData:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> BuildData:
-        lock = raw.get("lock")
-        return cls(
-            environment=maybe_obj(raw.get("environment")),
-            lock=tuple(objs(lock)) if isinstance(lock, list) else None,
-            lock_digest=string(raw.get("lock_digest")),
-            python_version=string(raw.get("python_version")),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         return written(self)
@@ -58,14 +43,7 @@ class CheckData:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> CheckData:
-        return cls(
-            verdict=string(raw.get("verdict")),
-            target_summary=maybe_obj(raw.get("target_summary")),
-            probe=maybe_obj(raw.get("probe")),
-            driver=maybe_obj(raw.get("driver")),
-            timing=maybe_obj(raw.get("timing")),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         return written(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from stackmatrix.records._read import JSONObject, JSONValue, extra_keys, obj, string, written
+from stackmatrix.records._read import JSONObject, JSONValue, decode, written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -13,7 +13,7 @@ class PlanCell:
     """One planned cell: its content hash, its definition, and each field it changes
     against the baseline, as [the baseline's value, this cell's value]."""
 
-    id: str
+    id: str = field(metadata={"read": str})  # "None" where a cell has none
     content_hash: str | None = None
     run_hash: str | None = None
     baseline: bool | None = None
@@ -23,16 +23,15 @@ class PlanCell:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> PlanCell:
-        baseline = raw.get("baseline")
-        return cls(
-            id=str(raw.get("id")),
-            content_hash=string(raw.get("content_hash")),
-            run_hash=string(raw.get("run_hash")),
-            baseline=baseline if isinstance(baseline, bool) else None,
-            definition=obj(raw.get("definition")),
-            differs_from_baseline=obj(raw.get("differs_from_baseline")),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         return written(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRecord:
+    """plan.json as the report reads it: the planned cells."""
+
+    cells: tuple[PlanCell, ...] = ()
+    extra: JSONObject = field(default_factory=dict)

@@ -5,15 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from stackmatrix.records._read import (
-    JSONObject,
-    JSONValue,
-    extra_keys,
-    integer,
-    obj,
-    real,
-    string,
-)
+from stackmatrix.records._read import JSONObject, JSONValue, decode, problem
 from stackmatrix.results import RunDir
 
 
@@ -30,14 +22,7 @@ class ReportPolicyRecord:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> ReportPolicyRecord:
-        fail_on = raw.get("fail_on")
-        return cls(
-            headline=string(raw.get("headline")),
-            confidence=real(raw.get("confidence")),
-            min_effect=real(raw.get("min_effect")),
-            fail_on=tuple(str(x) for x in fail_on) if isinstance(fail_on, list) else (),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         out: JSONObject = {
@@ -86,39 +71,11 @@ class RunRecord:
     @classmethod
     def read(cls, run: RunDir) -> RunRecord:
         """RUN/run.json; raises ResultsError when it is absent or of the wrong shape."""
-        return cls.from_dict(run.read_run())
+        return cls.from_dict(read_run_json(run))
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> RunRecord:
-        def strs(key: str) -> tuple[str, ...]:
-            value = raw.get(key)
-            return tuple(str(x) for x in value) if isinstance(value, list) else ()
-
-        def maybe_strs(key: str) -> tuple[str, ...] | None:
-            return strs(key) if isinstance(raw.get(key), list) else None
-
-        return cls(
-            spec_name=str(raw.get("spec_name", "")),
-            spec_path=string(raw.get("spec_path")),
-            spec_hash=str(raw.get("spec_hash", "")),
-            baseline=str(raw.get("baseline", "")),
-            targets=strs("targets"),
-            driver=string(raw.get("driver")),
-            cells=strs("cells"),
-            order=str(raw.get("order", "")),
-            order_seed=integer(raw.get("order_seed")),
-            created=str(raw.get("created", "")),
-            updated=string(raw.get("updated")),
-            stackmatrix_version=string(raw.get("stackmatrix_version")),
-            run_id=string(raw.get("run_id")),
-            argv=strs("argv"),
-            report=ReportPolicyRecord.from_dict(obj(raw.get("report"))),
-            finished=string(raw.get("finished")),
-            synthetic=string(raw.get("synthetic")),
-            merged_from=maybe_strs("merged_from"),
-            merge_skipped=maybe_strs("merge_skipped"),
-            extra=extra_keys({k: v for k, v in raw.items() if k != "schema_version"}, cls),
-        )
+        return decode(cls, {k: v for k, v in raw.items() if k != "schema_version"})
 
     def to_dict(self) -> JSONObject:
         """run.json as `RunDir.write_json` writes it (it adds the schema version)."""
@@ -126,3 +83,13 @@ class RunRecord:
         values["report"] = self.report.to_dict()
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
         return {k: v for k, v in out.items() if k in _RUN_ALWAYS or v is not None} | self.extra
+
+
+def read_run_json(run: RunDir) -> JSONObject:
+    """RUN/run.json as read; raises ResultsError when it is absent or a value does not
+    fit its RunRecord field (a corrupt or hand-edited file)."""
+    raw = run.read_run()
+    why = problem(RunRecord, raw)
+    if why:
+        raise run.corrupt_run(why)
+    return raw

@@ -22,8 +22,17 @@ from stackmatrix import _nofollow, _shapes, layout
 from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
-from stackmatrix.records import BenchData, BuildData, CheckData, PlanCell, PointInfo, RunRecord
-from stackmatrix.records._read import JSONObject
+from stackmatrix.records import (
+    BenchData,
+    BuildData,
+    CheckData,
+    PlanCell,
+    PlanRecord,
+    PointInfo,
+    RunRecord,
+)
+from stackmatrix.records._read import JSONObject, problem
+from stackmatrix.records.run import read_run_json
 from stackmatrix.results import PHASES, CellDir, PhaseResult, RunDir, Status
 
 log = logging.getLogger(__name__)
@@ -155,7 +164,7 @@ class RunResults:
 def load_run(run_dir: Path) -> RunResults:
     """Everything the report needs from `run_dir` (raises only when run.json is absent)."""
     rd = RunDir(run_dir)
-    run = rd.read_run()
+    run = read_run_json(rd)
     problems: list[str] = []
     plan = _read_plan(run_dir / layout.PLAN_JSON, problems)
     order = _cell_order(RunRecord.from_dict(run), plan, rd.cell_ids())
@@ -179,9 +188,6 @@ def _read_text(path: Path, problems: list[str]) -> str | None:
     return redact_spec_text(text)
 
 
-_PLAN_CELL = {"id": str, "content_hash": str, "definition": {}, "differs_from_baseline": {}}
-
-
 def _read_plan(path: Path, problems: list[str]) -> dict[str, PlanCell]:
     if not path.is_file():
         problems.append(f"{path.name} is missing: cell definitions and intended changes unknown")
@@ -191,8 +197,7 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, PlanCell]:
     except ResultsError as exc:
         problems.append(exc.message)
         return {}
-    shape = {"cells": [_PLAN_CELL]}
-    why = _shapes.problem(raw, shape) if isinstance(raw, dict) else "not an object"
+    why = problem(PlanRecord, raw)
     if why:
         problems.append(f"cannot read {path.name}: {why}")
         return {}

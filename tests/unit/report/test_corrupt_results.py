@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from stackmatrix import _nofollow, _shapes
 from stackmatrix.cli import main
 from stackmatrix.errors import ResultsError
+from stackmatrix.records import PlanRecord, RunRecord
+from stackmatrix.records._read import problem
 from stackmatrix.report import build_report
 
 from ._results import bench_data, phase, run_dir, write
@@ -164,7 +166,9 @@ def test_every_result_stackmatrix_wrote_fits_the_shapes():
         where = f"{path.relative_to(EXAMPLES)} data"
         assert _shapes.problem(raw["data"], _shapes.PHASE_DATA[raw["phase"]], where) is None
     for path in sorted(EXAMPLES.glob("*/run.json")):
-        assert _shapes.problem(json.loads(path.read_text()), _shapes.RUN) is None, path
+        assert problem(RunRecord, json.loads(path.read_text())) is None, path
+    for path in sorted(EXAMPLES.glob("*/plan.json")):
+        assert problem(PlanRecord, json.loads(path.read_text())) is None, path
 
 
 JSON = st.recursive(
