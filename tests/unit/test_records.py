@@ -22,6 +22,7 @@ from stackmatrix.records import (
     check_verdict,
 )
 from stackmatrix.records._read import JSONObject, plain
+from stackmatrix.records.phases import data_problem
 from stackmatrix.results import PhaseResult, Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "examples"
@@ -179,3 +180,20 @@ def test_a_launch_span_is_read_in_utc_or_not_at_all() -> None:
     assert span("2026-12-01T10:00:00", "2026-12-01T10:01:00") is None  # no zone
     assert span("2026-12-01T10:01:00+00:00", "2026-12-01T10:00:00+00:00") is None
     assert span("t", "t") is None and span(None, None) is None
+
+
+def test_a_phase_data_problem_names_the_first_key_that_does_not_fit() -> None:
+    """What the report shows for a corrupt phase result: the record's fields, and the
+    keys a record keeps in `extra` that must still be a list or an object."""
+    assert data_problem("build", {"lock": [None]}) == "data.lock[0] is null"
+    assert data_problem("check", {"inventory": 3}) == "data.inventory is int 3, not a list"
+    assert data_problem("check", {"probe": {"env": [1]}}) == (
+        "data.probe.env is list, not an object"
+    )
+    assert data_problem("bench", {"launches": [{"rounds": 3}]}) == (
+        "data.launches[0].rounds is int 3, not a list"
+    )
+    assert data_problem("bench", {"server_info": "x"}) == (
+        "data.server_info is str 'x', not an object"
+    )
+    assert data_problem("bench", {"summary": None, "launches": []}) is None

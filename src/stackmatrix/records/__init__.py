@@ -5,9 +5,9 @@ check, and the bench's launches, their rounds and load points).
 files of earlier versions lack keys; warm-up launches are indexed "W1"): a missing key
 or a null is the field's default, never an error, because the report must still load
 old results. Most records read through `_read.decode`, by their fields' types, and
-`_read.problem` says where a file's value does not fit them (run.json, plan.json; the
-phase data is still checked by `_shapes`); what does not fit stays out of the fields. Keys no field
-names travel in `extra`, so `to_dict` gives back what was read.
+`_read.problem` says where a file's value does not fit them (run.json, plan.json, and
+the phases' data through `phases.data_problem`); what does not fit stays out of the
+fields. Keys no field names travel in `extra`, so `to_dict` gives back what was read.
 
 The bench phase writes its launches and rounds as `LaunchRecord`/`RoundRecord`
 (bench/_launch.py); the cell's `data` around them is still a dict.

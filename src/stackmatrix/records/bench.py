@@ -11,18 +11,16 @@ from typing import Any
 from stackmatrix.records._read import (
     JSONObject,
     JSONValue,
-    extra_keys,
-    integer,
-    maybe_obj,
+    decode,
     number,
     numbers,
-    obj,
-    objs,
     plain,
     present,
-    string,
     written,
 )
+
+# a summary of figures: its values that are numbers are read (`numbers`)
+_NUMBERS = {"read": numbers}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,20 +40,10 @@ class RoundRecord:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> RoundRecord:
-        return cls(
-            index=integer(raw.get("index")),
-            metrics=obj(raw.get("metrics")),
-            requests_file=string(raw.get("requests_file")),
-            warmup_errors=integer(raw.get("warmup_errors")),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         return written(self)
-
-
-def _rounds(value: object) -> tuple[RoundRecord, ...]:
-    return tuple(RoundRecord.from_dict(r) for r in objs(value))
 
 
 def _values(rounds: tuple[RoundRecord, ...], metric: str) -> list[float]:
@@ -67,19 +55,23 @@ class PointRun:
     """A load point (`[[bench.points]]`) in one launch: its rounds on that server."""
 
     rounds: tuple[RoundRecord, ...] = ()
-    summary: dict[str, float] | None = None
+    summary: dict[str, float] | None = field(default=None, metadata=_NUMBERS)
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> PointRun:
-        return cls(
-            rounds=_rounds(raw.get("rounds")),
-            summary=numbers(raw.get("summary")),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         return written(self)
+
+
+def _argv(value: object) -> tuple[str, ...] | None:
+    """A list of strings; None for anything else (one item not a string included)."""
+    if not isinstance(value, list):
+        return None
+    argv = tuple(a for a in value if isinstance(a, str))
+    return argv if len(argv) == len(value) else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,8 +89,9 @@ class LaunchRecord:
     env_facts: JSONObject = field(default_factory=dict)
     status: str | None = None
     rounds: tuple[RoundRecord, ...] = ()
-    launch_argv: tuple[str, ...] | None = None
-    ready_s: float | None = None  # from the server's start to its readiness (started by us)
+    launch_argv: tuple[str, ...] | None = field(default=None, metadata={"read": _argv})
+    # from the server's start to its readiness (started by us)
+    ready_s: float | None = field(default=None, metadata={"read": number})
     points: dict[str, PointRun] | None = None
     code: str | None = None
     message: str | None = None
@@ -106,7 +99,7 @@ class LaunchRecord:
     # indexes `mapped` without narrowing each value
     extra: dict[str, Any] = field(default_factory=dict)
     finished: str | None = None
-    summary: dict[str, float] | None = None
+    summary: dict[str, float] | None = field(default=None, metadata=_NUMBERS)
     effective_config: JSONObject | None = None
 
     @property
@@ -136,40 +129,10 @@ class LaunchRecord:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> LaunchRecord:
-        index = raw.get("index")
-        points = raw.get("points")
-        return cls(
-            index=index if isinstance(index, str) else integer(index),
-            sequence=integer(raw.get("sequence")),
-            started=string(raw.get("started")),
-            env_facts=obj(raw.get("env_facts")),
-            status=string(raw.get("status")),
-            rounds=_rounds(raw.get("rounds")),
-            launch_argv=_argv(raw.get("launch_argv")),
-            ready_s=number(raw.get("ready_s")),
-            points=(
-                {str(k): PointRun.from_dict(obj(v)) for k, v in points.items()}
-                if isinstance(points, dict)
-                else None
-            ),
-            code=string(raw.get("code")),
-            message=string(raw.get("message")),
-            finished=string(raw.get("finished")),
-            summary=numbers(raw.get("summary")),
-            effective_config=maybe_obj(raw.get("effective_config")),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         return written(self)
-
-
-def _argv(value: object) -> tuple[str, ...] | None:
-    """A list of strings; None for anything else (one item not a string included)."""
-    if not isinstance(value, list):
-        return None
-    argv = tuple(a for a in value if isinstance(a, str))
-    return argv if len(argv) == len(value) else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,18 +142,12 @@ class PointInfo:
     metric: str | None = None
     max_concurrency: int | None = None
     num_prompts: int | None = None
-    summary: dict[str, float] | None = None
+    summary: dict[str, float] | None = field(default=None, metadata=_NUMBERS)
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> PointInfo:
-        return cls(
-            metric=string(raw.get("metric")),
-            max_concurrency=integer(raw.get("max_concurrency")),
-            num_prompts=integer(raw.get("num_prompts")),
-            summary=numbers(raw.get("summary")),
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         return written(self)
@@ -205,7 +162,7 @@ class BenchData:
     launches: tuple[LaunchRecord, ...] = ()
     warmup_launches: tuple[LaunchRecord, ...] = ()
     effective_config: JSONObject | None = None
-    summary: dict[str, float] | None = None
+    summary: dict[str, float] | None = field(default=None, metadata=_NUMBERS)
     points: dict[str, PointInfo] = field(default_factory=dict)
     extra: JSONObject = field(default_factory=dict)  # workload_hash, server_info, order...
 
@@ -240,19 +197,7 @@ class BenchData:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> BenchData:
-        def launches(key: str) -> tuple[LaunchRecord, ...]:
-            return tuple(LaunchRecord.from_dict(x) for x in objs(raw.get(key)))
-
-        return cls(
-            engine=string(raw.get("engine")),
-            engine_version=string(raw.get("engine_version")),
-            launches=launches("launches"),
-            warmup_launches=launches("warmup_launches"),
-            effective_config=maybe_obj(raw.get("effective_config")),
-            summary=numbers(raw.get("summary")),
-            points={str(k): PointInfo.from_dict(obj(v)) for k, v in obj(raw.get("points")).items()},
-            extra=extra_keys(raw, cls),
-        )
+        return decode(cls, raw)
 
     def to_dict(self) -> JSONObject:
         def launches(records: tuple[LaunchRecord, ...]) -> list[JSONValue] | None:

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stackmatrix.findings import Severity
-from stackmatrix.records._read import JSONObject, JSONValue, decode, written
+from stackmatrix.records._read import JSONObject, JSONValue, decode, problem, written
+from stackmatrix.records.bench import BenchData
 from stackmatrix.results import PhaseResult
 
 
@@ -47,6 +48,35 @@ class CheckData:
 
     def to_dict(self) -> JSONObject:
         return written(self)
+
+
+# keys a record keeps in `extra` (a field would move them in the file it writes) that
+# must still hold these JSON types: a path, "a list" or "an object"
+_EXTRA_KINDS: dict[type, dict[str, type]] = {
+    CheckData: {"inventory": list, "extensions": list, "coverage": dict, "probe.env": dict},
+    BenchData: {"server_info": dict, "launch_argv": list},
+}
+_RECORDS: dict[str, type] = {"build": BuildData, "check": CheckData, "bench": BenchData}
+
+
+def data_problem(phase: str, raw: object, where: str = "data") -> str | None:
+    """Where a phase result's `data` first departs from its record (see `problem`), or
+    from the JSON types the keys its record keeps in `extra` must have; None when it fits."""
+    record = _RECORDS.get(phase)
+    if record is None:  # a phase without a record of its data
+        return None
+    found = problem(record, raw, where)
+    if found is not None or not isinstance(raw, dict):
+        return found
+    for path, kind in _EXTRA_KINDS.get(record, {}).items():
+        value: object = raw
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, kind):
+            said = "a list" if kind is list else "an object"
+            shown = "" if isinstance(value, dict | list) else f" {value!r:.40}"
+            return f"{where}.{path} is {type(value).__name__}{shown}, not {said}"
+    return None
 
 
 def check_verdict(check: PhaseResult) -> str | None:

@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _nofollow, _shapes, layout
+from stackmatrix import _nofollow, layout
 from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
@@ -32,6 +32,7 @@ from stackmatrix.records import (
     RunRecord,
 )
 from stackmatrix.records._read import JSONObject, problem
+from stackmatrix.records.phases import data_problem
 from stackmatrix.records.run import read_run_json
 from stackmatrix.results import PHASES, CellDir, PhaseResult, RunDir, Status
 
@@ -246,7 +247,7 @@ def _read_phase(cell_dir: CellDir, phase: str) -> PhaseResult | str | None:
         return exc.message
     if result is None:
         return None
-    return _shapes.problem(result.data, _shapes.PHASE_DATA.get(phase, {}), "data") or result
+    return data_problem(phase, result.data) or result
 
 
 def _public_pair(field: str, pair: Any) -> Any:

@@ -13,11 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stackmatrix import _nofollow, _shapes
+from stackmatrix import _nofollow
 from stackmatrix.cli import main
 from stackmatrix.errors import ResultsError
 from stackmatrix.records import PlanRecord, RunRecord
 from stackmatrix.records._read import problem
+from stackmatrix.records.phases import data_problem
 from stackmatrix.report import build_report
 
 from ._results import bench_data, phase, run_dir, write
@@ -164,7 +165,7 @@ def test_every_result_stackmatrix_wrote_fits_the_shapes():
     for path in files:
         raw = _nofollow.read_json(path)  # a kept check.json is compressed
         where = f"{path.relative_to(EXAMPLES)} data"
-        assert _shapes.problem(raw["data"], _shapes.PHASE_DATA[raw["phase"]], where) is None
+        assert data_problem(raw["phase"], raw["data"], where) is None
     for path in sorted(EXAMPLES.glob("*/run.json")):
         assert problem(RunRecord, json.loads(path.read_text())) is None, path
     for path in sorted(EXAMPLES.glob("*/plan.json")):
