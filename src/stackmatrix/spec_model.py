@@ -111,6 +111,10 @@ class Bench:
     # more headline rounds until the measured ones last this long (0: off); a launch
     # measured in 2 s is dominated by noise
     min_duration_s: float = 0.0
+    # empty the server's prefix cache before every measured round's warm-up: the rounds
+    # replay the same prompts, and the engine would serve rounds 2.. from its cache.
+    # false: as before the key existed (docs/bench.md, "Prefix cache")
+    flush_cache: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

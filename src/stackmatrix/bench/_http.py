@@ -1,4 +1,5 @@
-"""Small blocking HTTP GETs for readiness and configuration probes (not the load)."""
+"""Small blocking HTTP requests for readiness, configuration and cache probes (not the
+load)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from stackmatrix.records._read import JSONObject
 
 def get(url: str, *, timeout_s: float = 5.0) -> tuple[int, bytes]:
     """(status, body); status 0 when nothing answered (refused, reset, timeout)."""
-    req = urllib.request.Request(url, method="GET")  # noqa: S310 - http(s) URLs we built
+    return call(url, "GET", timeout_s=timeout_s)
+
+
+def call(url: str, method: str, *, timeout_s: float = 5.0) -> tuple[int, bytes]:
+    """`method` without a body: (status, body), status 0 when nothing answered."""
+    req = urllib.request.Request(url, method=method)  # noqa: S310 - http(s) URLs we built
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310
             return int(resp.status), resp.read()

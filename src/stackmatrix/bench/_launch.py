@@ -222,7 +222,8 @@ class _Rounds:
         """`bench.rounds` measured rounds of `wl` (for the headline, more until they
         last `bench.min_duration_s`), each appended to `out` as it ends; with `steady`,
         warm-up batches until the server is steady first, in place of round 1's
-        fixed warm-up."""
+        fixed warm-up. With `bench.flush_cache`, each round (its warm-up included)
+        starts from an emptied prefix cache."""
         opts = ClientOptions(
             base_url=self.srv.base_url,
             model=self.model,
@@ -231,11 +232,14 @@ class _Rounds:
             ignore_eos=wk.ignore_eos and self.engine.accepts_ignore_eos,
             workers=_client_workers(self.bench, wk),
         )
-        first_warm = self._warm_until_steady(opts, wl, steady) if steady is not None else None
         r = 0
         while self._more(r, out, point):
             r += 1
-            record, outcome = self._round(opts, wl, r, point, first_warm if r == 1 else None)
+            cache = self._flush_cache()
+            warm = self._warm_until_steady(opts, wl, steady) if r == 1 and steady else None
+            record, outcome = self._round(opts, wl, r, point, warm)
+            if cache is not None:
+                record = dataclasses.replace(record, extra={**record.extra, **cache})
             out.append(record)
             if not self.srv.alive():
                 raise server.ServerFailed(self.srv.exit_message())
@@ -246,6 +250,21 @@ class _Rounds:
                     f"every request of round {r}{where} failed; first error: {first}",
                     code="requests_failed",
                 )
+
+    def _flush_cache(self) -> JSONObject | None:
+        """Empty the server's prefix cache before a round (`bench.flush_cache`) where the
+        engine has one and the server is ours: the round's record says whether it was
+        (`prefix_cache`). An external server may serve others: its cache is left alone."""
+        engine = self.engine
+        if not self.bench.flush_cache or engine.cache_flush_path is None:
+            return None
+        if not engine.launches_server:
+            return None
+        why = engine.flush_cache(self.srv.base_url)
+        if why is None:
+            return {"prefix_cache": "flushed"}
+        log.warning("launch %s: the prefix cache was not flushed: %s", self.k, why)
+        return {"prefix_cache": f"not flushed: {why}"}
 
     def _more(self, done: int, out: Sequence[RoundRecord], point: str | None) -> bool:
         """Another round? `bench.rounds` of them; for the headline, more until their

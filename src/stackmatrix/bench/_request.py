@@ -46,6 +46,9 @@ class RequestRecord:
     output_tokens: int = 0
     output_tokens_source: str = "chunks"  # "usage" when the server reported it
     prompt_tokens: int | None = None
+    # of them, served from the engine's prefix cache, where it says (SGLang with
+    # --enable-cache-report, vLLM): `usage.prompt_tokens_details.cached_tokens`
+    cached_tokens: int | None = None
     content_chunks: int = 0
     finish_reason: str | None = None
     error: str | None = None
@@ -55,6 +58,12 @@ class RequestRecord:
         return self.error is None
 
     def to_dict(self) -> JSONObject:
+        out = self._fields()
+        if self.cached_tokens is not None:  # absent where the server does not say
+            out["cached_tokens"] = self.cached_tokens
+        return out
+
+    def _fields(self) -> JSONObject:
         return {
             "index": self.index,
             "ok": self.ok,
@@ -218,4 +227,7 @@ def _chunk(data: bytes, rec: RequestRecord, start: float, last: float, now: floa
         rec.output_tokens_source = "usage"
         if usage.get("prompt_tokens") is not None:
             rec.prompt_tokens = int(usage["prompt_tokens"])
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+            rec.cached_tokens = int(details["cached_tokens"])
     return last

@@ -9,6 +9,7 @@ what the report diffs between cells; the raw JSON is kept beside it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -49,6 +50,10 @@ class Engine:
     # Ports the engine derives from `--port` by adding these offsets (name -> offset);
     # the port we pick must leave them free and below 65536.
     derived_port_offsets: ClassVar[dict[str, int]] = {}
+    # The endpoint (POST) that empties the server's prefix cache, where it has one, so
+    # that every measured round starts cold (`bench.flush_cache`, docs/bench.md). None:
+    # it keeps no prefix cache between requests, or it is not ours to empty.
+    cache_flush_path: ClassVar[str | None] = None
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
@@ -72,6 +77,12 @@ class Engine:
         """
         del args, seed
         return []
+
+    def flush_cache(self, base_url: str) -> str | None:
+        """Empty the server's prefix cache: None when it did, else why it did not."""
+        if self.cache_flush_path is None:
+            return "the engine has no cache to flush"
+        return post_until_ok(base_url + self.cache_flush_path)
 
     def module_argv(self, model: str, host: str, port: int) -> list[str]:
         """What follows the interpreter: `-m module ...` with model, host and port."""
@@ -140,6 +151,9 @@ class SglangEngine(Engine):
     # set, and refuses a --port above 55535 ("SGLANG_GRPC_PORT (68545) must be between
     # 1 and 65535"). Older versions ignore the extra room we leave.
     derived_port_offsets: ClassVar[dict[str, int]] = {"grpc": 10000}
+    # `timeout`: since 0.5.x the scheduler waits that long for its running requests to
+    # end instead of refusing at once; older versions ignore it (and are retried)
+    cache_flush_path = "/flush_cache?timeout=30"
 
     def pinned_args(self, args: Sequence[str], *, seed: int) -> list[str]:
         # sglang draws `random_seed` per launch when none is given.
@@ -176,6 +190,7 @@ class VllmEngine(Engine):
     name = "vllm"
     needs_gpu = True
     ready_paths = ("/health",)
+    cache_flush_path = "/reset_prefix_cache"  # served with VLLM_SERVER_DEV_MODE=1 only
 
     def module_argv(self, model: str, host: str, port: int) -> list[str]:
         return [
@@ -233,6 +248,27 @@ def get_engine(name: str) -> Engine:
     except KeyError:
         known = ", ".join(sorted(ENGINES))
         raise ValueError(f"unknown engine {name!r}; known engines: {known}") from None
+
+
+FLUSH_ATTEMPTS = 5  # a server still finishing the last request refuses (400) for a moment
+
+
+def post_until_ok(url: str, *, attempts: int = FLUSH_ATTEMPTS, pause_s: float = 1.0) -> str | None:
+    """POST to `url` until it answers 2xx: None then, else what the last answer was."""
+    why = ""
+    for attempt in range(attempts):
+        status, body = _http.call(url, "POST", timeout_s=60.0)
+        if 200 <= status < 300:
+            return None
+        text = body.decode("utf-8", "replace").strip().splitlines()
+        why = f"HTTP {status}: {text[0][:200]}" if status and text else f"HTTP {status}"
+        if status == 0:
+            why = "no answer"
+        if status not in (0, 400, 409, 503) or attempt == attempts - 1:
+            break
+        time.sleep(pause_s)
+    path = url.split("/", 3)[-1]
+    return f"POST /{path}: {why}"
 
 
 def _from_info(info: JSONObject, version: JSONValue) -> EffectiveConfig:

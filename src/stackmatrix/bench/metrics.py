@@ -65,6 +65,9 @@ def round_metrics(records: Sequence[RequestRecord], duration_s: float) -> dict[s
         "queue_wait_max_ms": max((r.queue_wait_s for r in records), default=0.0) * 1e3,
         "usage_reported": sum(r.output_tokens_source == "usage" for r in ok),
     }
+    cached = [r.cached_tokens for r in ok if r.cached_tokens is not None]
+    if cached:  # only where the server says (a round's record is otherwise unchanged)
+        metrics["cached_input_tokens"] = sum(cached)
     metrics |= describe([r.ttft_s * 1e3 for r in ok if r.ttft_s is not None], "ttft")
     metrics |= describe([g * 1e3 for r in ok for g in r.itl_s], "itl")
     metrics |= describe([t * 1e3 for t in tpots], "tpot")

@@ -300,6 +300,8 @@ def inputs_hash(
     if bench_dict.get("client_workers") == 1:
         # the in-process client, as before the key existed: earlier results still resume
         bench_dict.pop("client_workers")
+    if not bench_dict.get("flush_cache"):
+        bench_dict.pop("flush_cache")  # off: measured as before the key existed
     defaults = Bench()
     for key in ("steady_warmup", "warmup_max_batches", "steady_tolerance", "min_duration_s"):
         if bench_dict.get(key) == getattr(defaults, key):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stackmatrix.records import PointInfo, RunRecord
 from stackmatrix.report import config_drift as drift_mod
+from stackmatrix.report.cache import cache_notes
 from stackmatrix.report.cells import cell_report
 from stackmatrix.report.compat_data import compat_dir
 from stackmatrix.report.facts import collect, log_engine
@@ -104,6 +105,7 @@ def build_model(
     notes += _unread_notes(results.cells, patterns)
     notes += [cold.note() for cold in cold_first_launches(cells, headline)]
     notes += slow_startups(cells)
+    notes += cache_notes(results.cells)
     notes += not_interleaved(results.cells, results.baseline)
     return MatrixReport(
         spec_name=run.spec_name,

@@ -65,6 +65,7 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         workload=workload,
         points=points,
         client_workers=_client_workers(b, p),
+        flush_cache=check_bool(b.get("flush_cache", True), "bench.flush_cache", p),
         **_steady(b, p),
     )
 
