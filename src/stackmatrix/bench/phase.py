@@ -88,6 +88,12 @@ def run_bench_phase(
                      say=say, order=order, seed=seed, run_dir=run_dir)  # fmt: skip
     try:
         cycles.run(list(cell_ids), plan.low, warm=True)
+        if plan.adaptive and spec.baseline in states:
+            # every cycle has the baseline: a resumed run whose baseline's launch of an
+            # added cycle was cut off runs it first (each candidate's launch is paired
+            # with the baseline's of its cycle)
+            reached = _most_launches(states, final)
+            cycles.run([spec.baseline], min(plan.high, reached), warm=False)
         while plan.adaptive:
             verdicts = adaptive.look(spec, plan, states, list(states))
             more = adaptive.next_cells(spec, plan, states, verdicts)
@@ -108,6 +114,17 @@ def run_bench_phase(
         final[cid] = finish(st, bench, spec.report.headline)
         say(cid, f"bench {final[cid].status.value}: {final[cid].message}")
     return {cid: final[cid] for cid in cell_ids if cid in final}
+
+
+def _most_launches(states: Mapping[str, CellState], final: Mapping[str, PhaseResult]) -> int:
+    """The most launches a cell has: of those to run, and of those already complete."""
+    running = [len(st.launches) for st in states.values() if not st.failed]
+    done = [
+        sum(ln.status == "ok" for ln in BenchData.from_dict(r.data).launches)
+        for r in final.values()
+        if r.status is Status.OK
+    ]
+    return max([*running, *done], default=0)
 
 
 @dataclass(kw_only=True)
