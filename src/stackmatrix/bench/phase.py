@@ -207,9 +207,9 @@ def _record_plan(
         entry: JSONObject = {**plan.to_dict(), "launches": len(st.launches)}
         if cid in verdicts:
             entry["verdict"] = verdicts[cid].verdict.value
-        if stopped:
-            entry["stopped"] = "decided" if all(
-                c.verdict.decided for c in verdicts.values()) else "max reached"  # fmt: skip
+        if stopped:  # no verdict looked at (the candidates were complete): not "decided"
+            decided = bool(verdicts) and all(c.verdict.decided for c in verdicts.values())
+            entry["stopped"] = "decided" if decided else "max reached"
         st.data = dataclasses.replace(st.data, extra={**st.data.extra, "launch_plan": entry})
         st.save()
 

@@ -66,11 +66,10 @@ def test_a_decided_cell_stops_the_run_at_min_launches(tmp_path: Path) -> None:
     assert [len(r.data["launches"]) for r in again.values()] == [3, 3]
 
 
-def test_a_resumed_run_first_runs_the_baselines_launch_that_was_cut_off(tmp_path: Path) -> None:
-    """An H200 run (reports/examples/h200-sglang-cache) lost its host in the added cycle
-    4 after the candidate's launch and before the baseline's; the resume found the
-    candidate at `max` and stopped, leaving its launch 4 unpaired. The baseline's launch
-    of that cycle runs first now."""
+def _cut_off_in_cycle_four(tmp_path: Path, *, killed: bool) -> tuple[Spec, RunDir, dict]:
+    """Results whose added cycle 4 was cut off after the candidate's launch: the baseline
+    has 3 launches, the candidate 4 (its record as a killed run leaves it, or complete);
+    and the adaptive spec (3 to 4 launches) that resumes them."""
     work = Workload(input_len=8, output_len=12, num_prompts=4, warmup=1)
     fixed = Bench(engine="transformers", model="fake-model", launches=3, rounds=1,
                   ready_timeout_s=10.0, workload=work)  # fmt: skip
@@ -81,19 +80,36 @@ def test_a_resumed_run_first_runs_the_baselines_launch_that_was_cut_off(tmp_path
     run = RunDir(tmp_path / "run")
     envs = {"base": _env(0.01), "same": _env(0.01)}
     run_bench_phase(spec, run, ["base", "same"], environments=envs, order="balanced")
-    # cycle 4 was cut off after the candidate's launch: base 3 launches, same 4
     four = dataclasses.replace(spec, bench=dataclasses.replace(fixed, launches=4))
     run_bench_phase(four, run, ["same"], environments=envs, order="balanced")
-    # as a killed run leaves its record: not finished (a complete one resumes alike)
-    path = run.path / "cells" / "same" / "bench.json"
-    doc = json.loads(path.read_text())
-    path.write_text(json.dumps({**doc, "status": "interrupted", "message": "not finished"}))
+    if killed:  # what a run killed during its launch leaves: not finished
+        path = run.path / "cells" / "same" / "bench.json"
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "status": "interrupted", "message": "not finished"}))
     adaptive = dataclasses.replace(fixed, launches=4, min_launches=3)
-    resumed = dataclasses.replace(spec, bench=adaptive)
-    results = run_bench_phase(resumed, run, ["base", "same"], environments=envs, order="balanced")
+    return dataclasses.replace(spec, bench=adaptive), run, envs
+
+
+@pytest.mark.parametrize("killed", [True, False])
+def test_a_resumed_run_first_runs_the_baselines_launch_that_was_cut_off(
+    tmp_path: Path, killed: bool
+) -> None:
+    """An H200 run (reports/examples/h200-sglang-cache) lost its host in the added cycle
+    4 after the candidate's launch and before the baseline's; the resume found the
+    candidate at `max` and stopped, leaving its launch 4 unpaired. The baseline's launch
+    of that cycle runs first now, and a stop with no verdict looked at is not "decided"
+    (the report said "(decided)" of an inconclusive pair)."""
+    spec, run, envs = _cut_off_in_cycle_four(tmp_path, killed=killed)
+    results = run_bench_phase(spec, run, ["base", "same"], environments=envs, order="balanced")
     assert [len(r.data["launches"]) for r in results.values()] == [4, 4]
     schedule = json.loads((run.path / "bench-schedule.json").read_text())
     last = schedule["sessions"][-1]["slots"]
     assert [(s["cell"], s["launch"]) for s in last] == [("base", 4)]
-    plan = results["same"].data["launch_plan"]
-    assert plan["launches"] == 4 and plan["stopped"] in ("decided", "max reached")
+    plan = results["base"].data["launch_plan"]
+    assert plan["launches"] == 4
+    if killed:  # the candidate was looked at: its verdict says why the run stopped
+        verdict = results["same"].data["launch_plan"]["verdict"]
+        decided = verdict in ("faster", "slower", "equivalent")
+        assert plan["stopped"] == ("decided" if decided else "max reached")
+    else:  # complete before this run: nothing was looked at
+        assert plan["stopped"] == "max reached"
