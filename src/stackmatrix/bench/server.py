@@ -138,6 +138,13 @@ def external(
     yield server
 
 
+# Starts of one launch whose server exits before it is ready because its port was
+# taken between our check and its bind: on the H200 an SGLang server bound its HTTP
+# port 47 s after we found it free, and found it in use (reports/examples/h200-sglang-cache).
+BIND_ATTEMPTS = 3
+_PORT_TAKEN = ("address already in use", "[errno 98]")
+
+
 @contextlib.contextmanager
 def launch(
     *,
@@ -149,7 +156,42 @@ def launch(
     ready_timeout_s: float,
     gpus: bool = False,
 ) -> Iterator[RunningServer]:
-    """Start the engine in `environment`, yield it once ready, always tear it down."""
+    """Start the engine in `environment`, yield it once ready, always tear it down. A
+    server that exits before it is ready because its port was taken in the meantime is
+    started again on another port (at most BIND_ATTEMPTS starts; its log keeps each)."""
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        ready = False
+        try:
+            with _launch_once(engine=engine, environment=environment, model=model, args=args,
+                              log_path=log_path, ready_timeout_s=ready_timeout_s,
+                              gpus=gpus) as server:  # fmt: skip
+                ready = True
+                yield server
+            return
+        except ServerFailed as exc:
+            if ready or attempt == BIND_ATTEMPTS or not port_was_taken(exc):
+                raise
+            log.warning("its port was taken before the server bound it (start %d of %d); "
+                        "starting it again on another port", attempt, BIND_ATTEMPTS)  # fmt: skip
+
+
+def port_was_taken(exc: ServerFailed) -> bool:
+    """A server that exited before it was ready, its log ending on a port in use."""
+    text = exc.message.lower()
+    return text.startswith("the server exited") and any(m in text for m in _PORT_TAKEN)
+
+
+@contextlib.contextmanager
+def _launch_once(
+    *,
+    engine: Engine,
+    environment: Environment,
+    model: str,
+    args: Sequence[str],
+    log_path: Path,
+    ready_timeout_s: float,
+    gpus: bool,
+) -> Iterator[RunningServer]:
     port = free_port(engine.derived_port_offsets.values())
     backend = get_backend(environment.backend)
     command = backend.server_command(

@@ -124,7 +124,12 @@ def build_model(
         sample_unit=_unit(cells),
         explanations=read_explanations(results.path, notes),
         points=_points(results, base, thresholds),
-        protocol=protocol(results.cells, results.baseline, headline),
+        protocol=protocol(
+            results.cells,
+            results.baseline,
+            headline,
+            decided=all(c.verdict.decided for c in cells if not c.is_baseline and c.comparison),
+        ),
     )
 
 

@@ -46,6 +46,7 @@ class Protocol:
     gpu_minutes: float  # every launch's wall time x the GPUs its cell holds (warm-ups too)
     saved_minutes: float | None  # against the fixed maximum, for adaptive plans
     drift: Drift | None
+    decided: bool = True  # every candidate's verdict in this report is decided
 
     def to_dict(self) -> JSONObject:
         return {
@@ -65,6 +66,10 @@ class Protocol:
         low, high = _bound(self.plan, "min"), _bound(self.plan, "max")
         if self.plan and high > low:
             stopped = self.plan.get("stopped") or "not finished"
+            if stopped == "decided" and not self.decided:
+                # the verdicts this report gives are what decides, not the run's record
+                # (a run resumed with complete candidates once recorded "decided")
+                stopped = "max reached"
             out.append(
                 f"Adaptive launches: {shown} per cell of {low} to "
                 f"{high} ({stopped}); each look at the verdict used "
@@ -86,7 +91,9 @@ def _bound(plan: Mapping[str, object] | None, key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def protocol(cells: Sequence[CellResults], baseline: str, headline: str) -> Protocol | None:
+def protocol(
+    cells: Sequence[CellResults], baseline: str, headline: str, *, decided: bool = True
+) -> Protocol | None:
     measured = {c.id: len(c.bench.completed_values(headline)) for c in cells}
     if not any(measured.values()):
         return None
@@ -95,7 +102,8 @@ def protocol(cells: Sequence[CellResults], baseline: str, headline: str) -> Prot
     plan = plan if isinstance(plan, dict) else None
     minutes = sum(_minutes(c) for c in cells)
     return Protocol(plan=plan, launches=measured, gpu_minutes=minutes,
-                    saved_minutes=_saved(cells, plan), drift=drift(cells, headline))  # fmt: skip
+                    saved_minutes=_saved(cells, plan), drift=drift(cells, headline),
+                    decided=decided)  # fmt: skip
 
 
 def _gpus(cell: CellResults) -> int:

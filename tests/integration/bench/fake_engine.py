@@ -12,6 +12,8 @@ http500      every third request answers HTTP 500
 drop         every second request closes the connection mid-stream
 malformed    every second request sends a line that is not JSON
 no_usage     never sends `usage` (the client falls back to counting chunks)
+port_taken   exits as a server whose port was taken before it bound it, while the file
+             FAKE_TAKEN_FILE holds a number above 0 (decremented at each start); then ok
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -85,6 +88,16 @@ async def server_info(_: web.Request) -> web.Response:
     )
 
 
+def _taken_once() -> bool:
+    """One start fewer to fail in FAKE_TAKEN_FILE; whether this one fails."""
+    path = Path(os.environ["FAKE_TAKEN_FILE"])
+    left = int(path.read_text().strip() or 0)
+    if left <= 0:
+        return False
+    path.write_text(str(left - 1))
+    return True
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["-c"]:  # the version probe: `python -c "...version..."`
         print("0.0.0+fake")
@@ -92,6 +105,10 @@ def main(argv: list[str]) -> int:
     port = int(argv[argv.index("--port") + 1])
     host = argv[argv.index("--host") + 1]
     print(f"fake engine mode={MODE} argv={argv}", flush=True)
+    if MODE == "port_taken" and _taken_once():
+        print(f"ERROR:    [Errno 98] error while attempting to bind on address "
+              f"('{host}', {port}): address already in use", flush=True)  # fmt: skip
+        return 1
     if MODE == "exit":
         print("fake engine: CUDA error: no kernel image is available (fake)", flush=True)
         return 3

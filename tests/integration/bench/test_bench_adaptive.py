@@ -66,7 +66,9 @@ def test_a_decided_cell_stops_the_run_at_min_launches(tmp_path: Path) -> None:
     assert [len(r.data["launches"]) for r in again.values()] == [3, 3]
 
 
-def _cut_off_in_cycle_four(tmp_path: Path, *, killed: bool) -> tuple[Spec, RunDir, dict]:
+def _cut_off_in_cycle_four(
+    tmp_path: Path, *, killed: bool
+) -> tuple[Spec, RunDir, dict[str, Environment]]:
     """Results whose added cycle 4 was cut off after the candidate's launch: the baseline
     has 3 launches, the candidate 4 (its record as a killed run leaves it, or complete);
     and the adaptive spec (3 to 4 launches) that resumes them."""
