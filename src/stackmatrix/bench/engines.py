@@ -264,7 +264,8 @@ def post_until_ok(url: str, *, attempts: int = FLUSH_ATTEMPTS, pause_s: float = 
         why = f"HTTP {status}: {text[0][:200]}" if status and text else f"HTTP {status}"
         if status == 0:
             why = "no answer"
-        if status not in (0, 400, 409, 503) or attempt == attempts - 1:
+        # not answered (refused, or 60 s without an answer): the round will say more
+        if status not in (400, 409, 503) or attempt == attempts - 1:
             break
         time.sleep(pause_s)
     path = url.split("/", 3)[-1]

@@ -17,7 +17,8 @@ import pytest
 from aiohttp import web
 from tests.support.synthetic import story_cells, write_run
 
-from stackmatrix.bench import _launch, metrics, workload
+from stackmatrix.bench import _http, _launch, metrics, workload
+from stackmatrix.bench._http import call as _http_call
 from stackmatrix.bench._steady import SteadyLog
 from stackmatrix.bench.client import ClientOptions, RequestRecord, RoundOutcome, run_round_async
 from stackmatrix.bench.engines import get_engine, post_until_ok
@@ -89,9 +90,17 @@ def test_a_flush_that_never_succeeds_says_why(flush_server):
     assert why == "POST /reset_prefix_cache: HTTP 404: Cache not flushed: busy" and len(posts) == 4
 
 
-def test_a_server_that_does_not_answer_is_named():
+def test_a_server_that_does_not_answer_is_named_and_not_asked_again(monkeypatch):
+    calls: list[str] = []
+
+    def call(url: str, method: str, *, timeout_s: float = 5.0) -> tuple[int, bytes]:
+        calls.append(url)
+        return _http_call(url, method, timeout_s=timeout_s)
+
+    monkeypatch.setattr(_http, "call", call)
     dead = "http://127.0.0.1:1/flush_cache"
-    assert post_until_ok(dead, attempts=2, pause_s=0.01) == "POST /flush_cache: no answer"
+    assert post_until_ok(dead, attempts=3, pause_s=0.01) == "POST /flush_cache: no answer"
+    assert calls == [dead]  # a hung server would cost 60 s per attempt
 
 
 # --- the flush before every round --------------------------------------------------
