@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 _RANDOM = random.SystemRandom()
 POLL_S = 0.5
 PORT_FREE_TIMEOUT_S = 15.0
+# How long teardown waits for the GPU to let go of the processes it killed: on the H200 a
+# killed SGLang server's scheduler was still listed by nvidia-smi right after the kill
+# (reports/examples/h200-sglang-cache), with the next launch about to start.
+GPU_RELEASE_TIMEOUT_S = 30.0
 
 
 class ServerFailed(Exception):
@@ -268,12 +272,25 @@ def stop(proc: subprocess.Popen[bytes], port: int, backend: Backend | None = Non
     if backend is not None and handle is not None:
         backend.cleanup(handle)
     port_free = _wait_port_free(port)
-    left = sorted(set(envfacts.gpu_pids()) & set(pids))
+    left = _wait_gpu_released(pids)
     if not port_free:
         log.warning("port %d is still in use after the server was stopped", port)
     if left:
-        log.warning("processes we started still hold a GPU: %s", left)
+        log.warning("processes we started still hold a GPU %.0f s after they were killed: %s",
+                    GPU_RELEASE_TIMEOUT_S, left)  # fmt: skip
     return Teardown(port_free=port_free, gpu_pids_left=left, pids=pids, returncode=proc.poll())
+
+
+def _wait_gpu_released(pids: Sequence[int]) -> list[int]:
+    """Those of `pids` that a GPU still lists, after waiting up to GPU_RELEASE_TIMEOUT_S
+    for none to be (a GPU frees a killed process's memory a moment after it dies; the
+    next launch should not start beside it)."""
+    deadline = time.monotonic() + GPU_RELEASE_TIMEOUT_S
+    while left := sorted(set(envfacts.gpu_pids()) & set(pids)):
+        if time.monotonic() >= deadline:
+            return left
+        time.sleep(POLL_S)
+    return []
 
 
 def _wait_port_free(port: int) -> bool:
