@@ -236,7 +236,9 @@ class _Rounds:
         while self._more(r, out, point):
             r += 1
             cache = self._flush_cache()
-            warm = self._warm_until_steady(opts, wl, steady) if r == 1 and steady else None
+            warm = None
+            if r == 1 and steady is not None:
+                warm = self._warm_until_steady(opts, wl, steady)
             record, outcome = self._round(opts, wl, r, point, warm)
             if cache is not None:
                 record = dataclasses.replace(record, extra={**record.extra, **cache})
