@@ -50,6 +50,9 @@ class EngineTraits:
     setting_flags: bool = False
     # distributions of its stack that compile kernels with nvcc at first use
     jit_packages: tuple[str, ...] = ()
+    # it keeps the prefixes it served in a cache between requests (the bench empties it
+    # before every round: its adapter's `cache_flush_path`)
+    prefix_cache: bool = False
 
     @property
     def package(self) -> str | None:
@@ -68,6 +71,7 @@ ENGINES: tuple[EngineTraits, ...] = (
         extension_modules=("sgl_kernel", "flashinfer", "sglang"),
         setting_flags=True,
         jit_packages=("flashinfer-python", "sglang"),
+        prefix_cache=True,
     ),
     # vLLM: the API server's module, then what its engine-core process imports and the
     # kernels that vllm/platforms imports for the model (`import_kernels`): `_C` and
@@ -87,6 +91,7 @@ ENGINES: tuple[EngineTraits, ...] = (
         ),
         extension_modules=("vllm", "flash_attn", "deep_gemm", "triton", "xformers"),
         setting_flags=True,
+        prefix_cache=True,
     ),
     EngineTraits(
         name="transformers",

@@ -234,7 +234,14 @@ def _bench_data(where: Path, cell: SyntheticCell, rng: random.Random) -> dict[st
             value = level * (1 + rng.gauss(0, cell.round_noise))
             name = f"requests-L{li}-R{ri}.jsonl"
             _write_requests(where / name, value, cell, rng)
-            rounds.append({"index": ri, "metrics": _metrics(value, cell), "requests_file": name})
+            rounds.append(
+                {
+                    "index": ri,
+                    "metrics": _metrics(value, cell),
+                    "requests_file": name,
+                    "prefix_cache": "flushed",
+                }
+            )  # as the bench writes it (an sglang cell)
         _atomic.write_text(where / f"server-L{li}.log", "".join(f"{x}\n" for x in cell.log_lines))
         launches.append(
             {

@@ -280,3 +280,22 @@ def test_prompt_tokens_served_from_the_cache_are_a_note(tmp_path: Path) -> None:
     assert note.startswith("cu130: the server served 30% of the prompt tokens of ")
     cold = _run_with(tmp_path / "b", "cu130", cached_input_tokens=0, total_input_tokens=1000)
     assert not [n for n in build_model(load_run(cold)).notes if "prefix cache" in n]
+
+
+def test_rounds_of_an_engine_with_a_cache_that_say_nothing_of_it_are_a_note(
+    tmp_path: Path,
+) -> None:
+    """Results of a version without `bench.flush_cache` (every SGLang example before it),
+    or measured with it off: their rounds have no `prefix_cache`."""
+    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    for bench in (run / "cells").glob("*/bench.json"):
+        doc = json.loads(bench.read_text())
+        for launch in doc["data"]["launches"]:
+            for rnd in launch["rounds"]:
+                del rnd["prefix_cache"]
+        bench.write_text(json.dumps(doc))
+    notes = [n for n in build_model(load_run(run)).notes if "prefix cache" in n]
+    assert notes and all("without emptying sglang's prefix cache" in n for n in notes)
+    assert {n.split(":")[0] for n in notes} == {c.id for c in story_cells()
+                                               if c.build_status.value == "ok"}  # fmt: skip
