@@ -328,6 +328,9 @@ def reading(
             timer.cancel()
             proc.stdout.close()
             errors.join(timeout=READER_JOIN_S)
+            if proc.returncode is None:  # another thread's kill may be reaping it right now
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=KILL_WAIT_S)
             timed_out = expired.is_set()
             rc = proc.returncode if proc.returncode is not None and not timed_out else -1
             fh.write(exit_line(rc, timed_out).encode())
@@ -357,7 +360,7 @@ def _result(
 ) -> ProcResult:
     return ProcResult(
         argv=argv,
-        returncode=proc.returncode if not timed_out else -1,
+        returncode=proc.returncode if proc.returncode is not None and not timed_out else -1,
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
         output=text,
