@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stackmatrix import _nofollow, layout
+from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.outcome import Fail, write
 from stackmatrix.records import RunRecord
@@ -244,8 +245,8 @@ def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:
 
 
 def _planned_cells(run_path: Path) -> list[str]:
-    """The plan's cell ids; each must be one plain directory name, or merge would write
-    outside --output."""
+    """The plan's cell ids; each must be one a spec could define (one plain directory
+    name), or merge would read and write outside the pieces and --output."""
     path = run_path / layout.PLAN_JSON
     plan = _nofollow.read_json(path)
     cells = plan.get("cells") if isinstance(plan, dict) else None
@@ -257,25 +258,10 @@ def _planned_cells(run_path: Path) -> list[str]:
             "plan.json was not written by stackmatrix"
         )
     ids = [c.get("id") for c in cells]
-    bad = [i for i in ids if not _plain_name(i)]
-    if bad:
-        raise ResultsError(
-            f"{path}: cell id {bad[0]!r} is not a plain name (no '/', not '.' or '..'); "
-            "this plan.json was not written by stackmatrix"
-        )
+    refuse_unsafe(ids, path)
     if len(set(ids)) != len(ids):
         raise ResultsError(f"{path}: a cell id is listed twice; not written by stackmatrix")
     return [str(i) for i in ids]
-
-
-def _plain_name(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and value not in ("", ".", "..")
-        and "/" not in value
-        and "\\" not in value
-        and "\x00" not in value
-    )
 
 
 def _missing_artifact(out: RunDir, cell_id: str, *, linked: bool = False) -> None:

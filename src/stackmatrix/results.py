@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackmatrix import _atomic, _nofollow, layout
+from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding, mapping, text
 
@@ -288,6 +289,8 @@ class RunDir:
                     _expect(cells / cid / name, directory=False)
 
     def cell(self, cell_id: str) -> CellDir:
+        """The cell's directory, made; an id that is not a plain name is refused."""
+        refuse_unsafe([cell_id], self.path)
         d = CellDir(self.path / layout.CELLS_DIR / cell_id, cell_id)
         d.path.mkdir(parents=True, exist_ok=True)
         return d

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _nofollow, layout
+from stackmatrix._cellid import refuse_unsafe
 from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
@@ -163,7 +164,9 @@ class RunResults:
 
 
 def load_run(run_dir: Path) -> RunResults:
-    """Everything the report needs from `run_dir` (raises only when run.json is absent)."""
+    """Everything the report needs from `run_dir`; raises ResultsError only when run.json
+    is absent or unreadable, or run.json or plan.json names a cell id that is not a plain
+    name (the cells' directories are those ids or names listed in `cells/`)."""
     rd = RunDir(run_dir)
     run = read_run_json(rd)
     problems: list[str] = []
@@ -202,7 +205,8 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, PlanCell]:
     if why:
         problems.append(f"cannot read {path.name}: {why}")
         return {}
-    planned = (PlanCell.from_dict(c) for c in raw.get("cells") or [] if "id" in c)
+    planned = [PlanCell.from_dict(c) for c in raw.get("cells") or [] if "id" in c]
+    refuse_unsafe((c.id for c in planned), path)  # a path outside: refused, not a problem
     return {c.id: c for c in planned}
 
 
