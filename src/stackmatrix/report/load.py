@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import logging
 import os
 import zlib
@@ -18,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _nofollow, layout
+from stackmatrix import _jsonload, _nofollow, layout
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import ResultsError
@@ -272,7 +271,8 @@ _LINE_LIMIT = 16 << 20
 
 
 def read_requests(path: Path) -> Iterator[JSONObject]:
-    """Per-request records of one round (bad lines are skipped: they are not results),
+    """Per-request records of one round (bad lines, too deep ones included, are skipped:
+    they are not results),
     plain or gzip-compressed (`.gz`); at most REQUESTS_LIMIT bytes are read, so a
     compressed file that expands without end is cut short, not read to the end."""
     fd = _nofollow.open_regular(path)
@@ -289,7 +289,7 @@ def _records(stream: io.BufferedIOBase) -> Iterator[JSONObject]:
     while left > 0 and (line := stream.readline(min(_LINE_LIMIT, left))):
         left -= len(line)
         try:  # a line that is not UTF-8 is a bad line like any other
-            record = json.loads(line.decode("utf-8", errors="replace"))
+            record = _jsonload.loads(line.decode("utf-8", errors="replace"))
         except ValueError:
             continue
         if isinstance(record, dict):
