@@ -25,7 +25,7 @@ from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.outcome import Fail, write
 from stackmatrix.records import RunRecord
 from stackmatrix.records._read import JSONObject, JSONValue
-from stackmatrix.results import CellDir, RunDir, now_iso
+from stackmatrix.results import CellDir, RunDir, check_schema_version, now_iso
 from stackmatrix.spec.cells import MAX_CELLS
 
 log = logging.getLogger(__name__)
@@ -249,6 +249,8 @@ def _planned_cells(run_path: Path) -> list[str]:
     name), or merge would read and write outside the pieces and --output."""
     path = run_path / layout.PLAN_JSON
     plan = _nofollow.read_json(path)
+    if isinstance(plan, dict):
+        check_schema_version(plan, path)
     cells = plan.get("cells") if isinstance(plan, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise ResultsError(f'{path}: expected {{"cells": [{{"id": ...}}, ...]}}')

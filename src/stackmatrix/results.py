@@ -311,6 +311,7 @@ class RunDir:
         data = _nofollow.read_json(self.run_json)
         if not isinstance(data, dict):
             raise self.corrupt_run("not an object")
+        check_schema_version(data, self.run_json)
         return data  # records.run.read_run_json checks its fields
 
     def corrupt_run(self, why: str) -> ResultsError:
@@ -323,6 +324,17 @@ class RunDir:
         path = self.path / name
         _atomic.write_json(path, {"schema_version": SCHEMA_VERSION, **data})
         return path
+
+
+def check_schema_version(raw: Mapping[str, object], path: Path) -> None:
+    """A run-level file (run.json, plan.json) of another schema version is refused: read
+    as this one, its fields could mean something else. One without a version is read."""
+    version = raw.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path} has schema_version {version!r}; this stackmatrix reads "
+            f"{SCHEMA_VERSION}: use the stackmatrix version that wrote these results"
+        )
 
 
 _RUN_FILES = (

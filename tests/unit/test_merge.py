@@ -265,3 +265,13 @@ def test_a_piece_file_nested_100000_deep_is_refused_without_a_traceback(
     err = capsys.readouterr().err
     assert f"{pieces[1] / name}: arrays and objects nested more than 64 deep" in err
     assert not (tmp_path / "merged").exists()
+
+
+@pytest.mark.parametrize("name", ["run.json", "plan.json"])
+def test_a_piece_of_a_newer_schema_version_is_refused(pieces, tmp_path, capsys, name):
+    data = json.loads((pieces[1] / name).read_text())
+    (pieces[1] / name).write_text(json.dumps({**data, "schema_version": 99}))
+    rc = main(["merge", *map(str, pieces), "--output", str(tmp_path / "merged")])
+    assert rc == 3
+    assert f"{pieces[1] / name} has schema_version 99" in capsys.readouterr().err
+    assert not (tmp_path / "merged").exists()

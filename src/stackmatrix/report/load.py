@@ -34,7 +34,14 @@ from stackmatrix.records import (
 from stackmatrix.records._read import JSONObject, problem
 from stackmatrix.records.phases import data_problem
 from stackmatrix.records.run import read_run_json
-from stackmatrix.results import PHASES, CellDir, PhaseResult, RunDir, Status
+from stackmatrix.results import (
+    PHASES,
+    CellDir,
+    PhaseResult,
+    RunDir,
+    Status,
+    check_schema_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +207,8 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, PlanCell]:
     except ResultsError as exc:
         problems.append(exc.message)
         return {}
+    if isinstance(raw, dict):
+        check_schema_version(raw, path)  # refused, not a problem: it may mean otherwise
     why = problem(PlanRecord, raw)
     if why:
         problems.append(f"cannot read {path.name}: {why}")
