@@ -1,4 +1,8 @@
-"""Presentation for the CLI: progress lines, colour on a TTY, CI log groups."""
+"""Presentation for the CLI: progress lines, colour on a TTY, CI log groups.
+
+Cell ids and messages come from specs and results directories: every line passes
+`_sanitize` before it is written (no escape sequence reaches the terminal, no workflow
+command the CI runner)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 from typing import TextIO
+
+from stackmatrix import _sanitize
 
 _COLOURS = {"ok": "32", "failed": "31", "skipped": "33", "unavailable": "33", "warn": "33"}
 
@@ -22,6 +28,7 @@ class Console:
         self._t0 = time.monotonic()
 
     def _write(self, text: str) -> None:
+        """`text` as it is: its parts have passed `_sanitize` (the colour is ours)."""
         with self._lock:
             print(text, file=self.stream, flush=True)
 
@@ -31,11 +38,13 @@ class Console:
 
     def progress(self, phase: str, cell: str, message: str) -> None:
         elapsed = time.monotonic() - self._t0
+        message = _sanitize.text(message)
         status = message.split(" ", 1)[0].rstrip(":")
-        self._write(f"[{elapsed:7.1f}s] {phase:<6} {cell:<20} {self.colour(message, status)}")
+        where = f"{_sanitize.line(phase):<6} {_sanitize.line(cell):<20}"
+        self._write(f"[{elapsed:7.1f}s] {where} {self.colour(message, status)}")
 
     def info(self, text: str) -> None:
-        self._write(text)
+        self._write(_sanitize.text(text))
 
 
 def write_step_summary(markdown: str) -> None:

@@ -29,7 +29,17 @@ def _setup() -> None:
     _pending = False
     import logging
 
-    logging.basicConfig(level=logging.DEBUG if _verbose else logging.INFO, format=_FORMAT)
+    from stackmatrix import _sanitize
+
+    class SafeFormatter(logging.Formatter):
+        """A message may quote a cell id or a line of a results file: sanitised."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return _sanitize.text(super().format(record))
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeFormatter(_FORMAT))
+    logging.basicConfig(level=logging.DEBUG if _verbose else logging.INFO, handlers=[handler])
 
 
 class Logger:

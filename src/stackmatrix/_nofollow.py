@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import gzip
-import json
 import os
 import shutil
 import stat
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import layout
+from stackmatrix import _jsonload, layout
 from stackmatrix.errors import ResultsError
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block
@@ -159,7 +158,12 @@ def read_json(path: Path, *, limit: int = DEFAULT_LIMIT) -> Any:
     gzipped = path.name.endswith(layout.COMPRESSED_SUFFIX)
     data = read_gzip(path, limit=limit) if gzipped else read_bytes(path, limit=limit)
     try:
-        return json.loads(data.decode("utf-8"))
+        return _jsonload.loads(data)
+    except _jsonload.TooDeepError as exc:
+        raise ResultsError(
+            f"cannot read {path}: {exc}; stackmatrix writes no JSON that deep: restore "
+            "it from the run's artifacts"
+        ) from exc
     except (UnicodeDecodeError, ValueError) as exc:
         raise ResultsError(f"cannot read {path}: not valid JSON: {exc}") from exc
 

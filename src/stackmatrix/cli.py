@@ -30,7 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _signals.stop_signals():  # SIGTERM/SIGHUP clean up as Ctrl-C does
             return int(args.func(args))
     except StackmatrixError as exc:
-        print(f"stackmatrix: error: {exc.message}", file=sys.stderr)
+        from stackmatrix import _sanitize  # a message may quote an id from results
+
+        print(f"stackmatrix: error: {_sanitize.text(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         # only the commands that have --resume may suggest it (inspect has none)

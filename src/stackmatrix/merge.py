@@ -20,11 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stackmatrix import _nofollow, layout
+from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.outcome import Fail, write
 from stackmatrix.records import RunRecord
 from stackmatrix.records._read import JSONObject, JSONValue
-from stackmatrix.results import CellDir, RunDir, now_iso
+from stackmatrix.results import CellDir, RunDir, check_schema_version, now_iso
 from stackmatrix.spec.cells import MAX_CELLS
 
 log = logging.getLogger(__name__)
@@ -244,10 +245,12 @@ def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:
 
 
 def _planned_cells(run_path: Path) -> list[str]:
-    """The plan's cell ids; each must be one plain directory name, or merge would write
-    outside --output."""
+    """The plan's cell ids; each must be one a spec could define (one plain directory
+    name), or merge would read and write outside the pieces and --output."""
     path = run_path / layout.PLAN_JSON
     plan = _nofollow.read_json(path)
+    if isinstance(plan, dict):
+        check_schema_version(plan, path)
     cells = plan.get("cells") if isinstance(plan, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise ResultsError(f'{path}: expected {{"cells": [{{"id": ...}}, ...]}}')
@@ -257,25 +260,10 @@ def _planned_cells(run_path: Path) -> list[str]:
             "plan.json was not written by stackmatrix"
         )
     ids = [c.get("id") for c in cells]
-    bad = [i for i in ids if not _plain_name(i)]
-    if bad:
-        raise ResultsError(
-            f"{path}: cell id {bad[0]!r} is not a plain name (no '/', not '.' or '..'); "
-            "this plan.json was not written by stackmatrix"
-        )
+    refuse_unsafe(ids, path)
     if len(set(ids)) != len(ids):
         raise ResultsError(f"{path}: a cell id is listed twice; not written by stackmatrix")
     return [str(i) for i in ids]
-
-
-def _plain_name(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and value not in ("", ".", "..")
-        and "/" not in value
-        and "\\" not in value
-        and "\x00" not in value
-    )
 
 
 def _missing_artifact(out: RunDir, cell_id: str, *, linked: bool = False) -> None:

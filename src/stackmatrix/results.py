@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackmatrix import _atomic, _nofollow, layout
+from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding, mapping, text
 
@@ -288,6 +289,8 @@ class RunDir:
                     _expect(cells / cid / name, directory=False)
 
     def cell(self, cell_id: str) -> CellDir:
+        """The cell's directory, made; an id that is not a plain name is refused."""
+        refuse_unsafe([cell_id], self.path)
         d = CellDir(self.path / layout.CELLS_DIR / cell_id, cell_id)
         d.path.mkdir(parents=True, exist_ok=True)
         return d
@@ -308,6 +311,7 @@ class RunDir:
         data = _nofollow.read_json(self.run_json)
         if not isinstance(data, dict):
             raise self.corrupt_run("not an object")
+        check_schema_version(data, self.run_json)
         return data  # records.run.read_run_json checks its fields
 
     def corrupt_run(self, why: str) -> ResultsError:
@@ -320,6 +324,17 @@ class RunDir:
         path = self.path / name
         _atomic.write_json(path, {"schema_version": SCHEMA_VERSION, **data})
         return path
+
+
+def check_schema_version(raw: Mapping[str, object], path: Path) -> None:
+    """A run-level file (run.json, plan.json) of another schema version is refused: read
+    as this one, its fields could mean something else. One without a version is read."""
+    version = raw.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path} has schema_version {version!r}; this stackmatrix reads "
+            f"{SCHEMA_VERSION}: use the stackmatrix version that wrote these results"
+        )
 
 
 _RUN_FILES = (

@@ -253,3 +253,25 @@ def test_a_cell_outside_the_plan_is_refused(pieces, tmp_path, capsys):
     assert main(["merge", *map(str, pieces), "--output", str(out)]) == 3
     assert "does not list" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["run.json", "plan.json", "bench-schedule.json"])
+def test_a_piece_file_nested_100000_deep_is_refused_without_a_traceback(
+    pieces, tmp_path, capsys, name
+):
+    (pieces[1] / name).write_text("[" * 100_000 + "]" * 100_000)  # was RecursionError
+    rc = main(["merge", *map(str, pieces), "--output", str(tmp_path / "merged")])
+    assert rc == 3
+    err = capsys.readouterr().err
+    assert f"{pieces[1] / name}: arrays and objects nested more than 64 deep" in err
+    assert not (tmp_path / "merged").exists()
+
+
+@pytest.mark.parametrize("name", ["run.json", "plan.json"])
+def test_a_piece_of_a_newer_schema_version_is_refused(pieces, tmp_path, capsys, name):
+    data = json.loads((pieces[1] / name).read_text())
+    (pieces[1] / name).write_text(json.dumps({**data, "schema_version": 99}))
+    rc = main(["merge", *map(str, pieces), "--output", str(tmp_path / "merged")])
+    assert rc == 3
+    assert f"{pieces[1] / name} has schema_version 99" in capsys.readouterr().err
+    assert not (tmp_path / "merged").exists()

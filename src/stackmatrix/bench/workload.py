@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackmatrix import _atomic, _nofollow, layout
+from stackmatrix import _atomic, _jsonload, _nofollow, layout
 from stackmatrix.errors import SpecError
 from stackmatrix.records._read import JSONObject
 from stackmatrix.spec_model import Workload
@@ -206,8 +206,8 @@ def _parse_prompt_file(text: str, path: Path) -> list[tuple[str, int | None]]:
     stripped = text.lstrip()
     try:
         if stripped.startswith("["):
-            return [_sharegpt_row(item) for item in json.loads(stripped)]
-        return [_jsonl_row(json.loads(line)) for line in text.splitlines() if line.strip()]
+            return [_sharegpt_row(item) for item in _jsonload.loads(stripped)]
+        return [_jsonl_row(_jsonload.loads(line)) for line in text.splitlines() if line.strip()]
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise SpecError(
             str(path),
@@ -259,7 +259,7 @@ def read(run_path: Path) -> WorkloadSet:
     # never through a link, never a FIFO; its prompts come from at most one prompt file
     data = _nofollow.read_bytes(run_path / WORKLOAD_FILE, limit=2 * PROMPT_FILE_LIMIT)
     lines = data.decode("utf-8").splitlines()
-    reqs = [BenchRequest.from_dict(json.loads(line)) for line in lines if line.strip()]
+    reqs = [BenchRequest.from_dict(_jsonload.loads(line)) for line in lines if line.strip()]
     return WorkloadSet(
         measured=tuple(r for r in reqs if not r.warmup),
         warmup=tuple(r for r in reqs if r.warmup),

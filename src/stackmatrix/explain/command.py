@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from stackmatrix import _nofollow, layout
+from stackmatrix import _nofollow, _sanitize, layout
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.errors import ResultsError, StackmatrixError
 from stackmatrix.explain.plan import plan_lines
@@ -43,7 +43,8 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
         return 0
     if args.plan:
         for cell in cells:
-            print("\n".join(plan_lines(args.results, cell, args.launches, args.warmup_launches)))
+            lines = plan_lines(args.results, cell, args.launches, args.warmup_launches)
+            print(_sanitize.text("\n".join(lines)))
         return 0
     # one writer per results directory: a run or another explain resuming it at once
     # would write the same rounds and reports
@@ -54,7 +55,7 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
                                 warmup_launches=args.warmup_launches,
                                 rejudge=args.rejudge)  # fmt: skip
             for line in _nofollow.read_json(path)["sentences"]:
-                print(line)
+                print(_sanitize.text(line))
         _rerender(args.results)
     return 0
 
@@ -105,7 +106,7 @@ def explain_after_run(run_dir: Path, *, work_dir: Path, jobs: int, rounds: int,
             try:
                 done.append(explain_cell(run_dir, cell, run_round=runner, max_rounds=rounds))
             except StackmatrixError as exc:
-                print(f"stackmatrix: explain {cell}: {exc}", file=sys.stderr)
+                print(_sanitize.text(f"stackmatrix: explain {cell}: {exc}"), file=sys.stderr)
         _rerender(run_dir)
     return done
 

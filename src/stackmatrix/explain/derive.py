@@ -7,14 +7,13 @@ A difference with no known way back is kept with the reason, never guessed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from stackmatrix import engine_registry
+from stackmatrix import _jsonload, engine_registry
 from stackmatrix.check import _data
 from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
@@ -145,7 +144,7 @@ def _plain(text: str | None) -> JSONValue:
     if text is None:
         return None
     try:
-        value: JSONValue = json.loads(text)
+        value: JSONValue = _jsonload.loads(text)
     except ValueError:
         return text
     return value

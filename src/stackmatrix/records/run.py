@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
+from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.records._read import JSONObject, JSONValue, decode, problem
 from stackmatrix.results import RunDir
 
@@ -86,10 +87,13 @@ class RunRecord:
 
 
 def read_run_json(run: RunDir) -> JSONObject:
-    """RUN/run.json as read; raises ResultsError when it is absent or a value does not
-    fit its RunRecord field (a corrupt or hand-edited file)."""
+    """RUN/run.json as read; raises ResultsError when it is absent, a value does not
+    fit its RunRecord field (a corrupt or hand-edited file) or a cell id is not one a
+    spec could define (it would be a path outside the results)."""
     raw = run.read_run()
     why = problem(RunRecord, raw)
     if why:
         raise run.corrupt_run(why)
+    cells = raw.get("cells")
+    refuse_unsafe(cells if isinstance(cells, list) else [], run.run_json)
     return raw

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
+from stackmatrix import _sanitize
 from stackmatrix.report.stats import Verdict
 
 TONE = {
@@ -71,7 +72,14 @@ summary{cursor:pointer;font-weight:600}
 
 
 def esc(value: object) -> str:
-    return escape(str(value))
+    """A value of one line as HTML text (escaped, and `_sanitize.line`: an id or a
+    message from results may hold bidirectional overrides or controls)."""
+    return escape(_sanitize.line(value))
+
+
+def pre(value: object) -> str:
+    """A text of several lines as the content of a <pre>."""
+    return escape(_sanitize.text(value))
 
 
 def badge(text: str, tone: str) -> str:

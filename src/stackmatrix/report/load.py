@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import logging
 import os
 import zlib
@@ -18,7 +17,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _nofollow, layout
+from stackmatrix import _jsonload, _nofollow, layout
+from stackmatrix._cellid import refuse_unsafe
 from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import ResultsError
 from stackmatrix.plan import public
@@ -34,7 +34,14 @@ from stackmatrix.records import (
 from stackmatrix.records._read import JSONObject, problem
 from stackmatrix.records.phases import data_problem
 from stackmatrix.records.run import read_run_json
-from stackmatrix.results import PHASES, CellDir, PhaseResult, RunDir, Status
+from stackmatrix.results import (
+    PHASES,
+    CellDir,
+    PhaseResult,
+    RunDir,
+    Status,
+    check_schema_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +170,9 @@ class RunResults:
 
 
 def load_run(run_dir: Path) -> RunResults:
-    """Everything the report needs from `run_dir` (raises only when run.json is absent)."""
+    """Everything the report needs from `run_dir`; raises ResultsError only when run.json
+    is absent or unreadable, or run.json or plan.json names a cell id that is not a plain
+    name (the cells' directories are those ids or names listed in `cells/`)."""
     rd = RunDir(run_dir)
     run = read_run_json(rd)
     problems: list[str] = []
@@ -198,11 +207,14 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, PlanCell]:
     except ResultsError as exc:
         problems.append(exc.message)
         return {}
+    if isinstance(raw, dict):
+        check_schema_version(raw, path)  # refused, not a problem: it may mean otherwise
     why = problem(PlanRecord, raw)
     if why:
         problems.append(f"cannot read {path.name}: {why}")
         return {}
-    planned = (PlanCell.from_dict(c) for c in raw.get("cells") or [] if "id" in c)
+    planned = [PlanCell.from_dict(c) for c in raw.get("cells") or [] if "id" in c]
+    refuse_unsafe((c.id for c in planned), path)  # a path outside: refused, not a problem
     return {c.id: c for c in planned}
 
 
@@ -268,7 +280,8 @@ _LINE_LIMIT = 16 << 20
 
 
 def read_requests(path: Path) -> Iterator[JSONObject]:
-    """Per-request records of one round (bad lines are skipped: they are not results),
+    """Per-request records of one round (bad lines, too deep ones included, are skipped:
+    they are not results),
     plain or gzip-compressed (`.gz`); at most REQUESTS_LIMIT bytes are read, so a
     compressed file that expands without end is cut short, not read to the end."""
     fd = _nofollow.open_regular(path)
@@ -285,7 +298,7 @@ def _records(stream: io.BufferedIOBase) -> Iterator[JSONObject]:
     while left > 0 and (line := stream.readline(min(_LINE_LIMIT, left))):
         left -= len(line)
         try:  # a line that is not UTF-8 is a bad line like any other
-            record = json.loads(line.decode("utf-8", errors="replace"))
+            record = _jsonload.loads(line.decode("utf-8", errors="replace"))
         except ValueError:
             continue
         if isinstance(record, dict):

@@ -1,10 +1,13 @@
-"""matrix.html: one self-contained page (inline CSS and SVG; no script, no network)."""
+"""matrix.html: one self-contained page (inline CSS and SVG; no script, no network).
+
+Values from results are escaped (`_html.esc`, `_html.pre`), and the whole page passes
+`_sanitize`: the plots' labels too carry no bidirectional override or control."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 
+from stackmatrix import _sanitize
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt, _svg
 from stackmatrix.report._html import (
@@ -15,6 +18,7 @@ from stackmatrix.report._html import (
     badge,
     esc,
     html_table,
+    pre,
     status_badge,
 )
 from stackmatrix.report._html_explain import explanations as _explanations
@@ -39,9 +43,9 @@ def render(report: MatrixReport) -> str:
         _details(report),
         _spec(report),
     ]
-    return (
+    return _sanitize.text(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>stackmatrix: {escape(report.spec_name)}</title>"
+        f"<title>stackmatrix: {esc(report.spec_name)}</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<style>{CSS}</style></head><body>\n"
         + "\n".join(b for b in body if b)
@@ -320,7 +324,7 @@ def _message(text: str) -> str:
     first, _, rest = text.partition("\n")
     if not rest.strip():
         return esc(first)
-    return f"{esc(first)}<details><summary>more</summary><pre>{esc(rest.strip())}</pre></details>"
+    return f"{esc(first)}<details><summary>more</summary><pre>{pre(rest.strip())}</pre></details>"
 
 
 def _order(s: Severity) -> int:
@@ -356,7 +360,7 @@ def _spec(report: MatrixReport) -> str:
     versions = html_table(["cell", *names], rows) if names else ""
     spec = (
         f"<details><summary>spec.toml (hash {esc(report.spec_hash)})</summary>"
-        f"<pre>{esc(report.spec_text)}</pre></details>"
+        f"<pre>{pre(report.spec_text)}</pre></details>"
         if report.spec_text
         else '<p class="muted">spec.toml was not kept with these results.</p>'
     )

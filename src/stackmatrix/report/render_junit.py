@@ -1,9 +1,13 @@
-"""junit.xml: one test case per cell and check, so any CI can gate on the matrix."""
+"""junit.xml: one test case per cell and check, so any CI can gate on the matrix.
+
+Ids and messages pass `_sanitize` (a control character in a message, such as a server's
+colour codes, made the whole file not well-formed XML, and CI showed no test at all)."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from stackmatrix import _sanitize
 from stackmatrix.report.matrix import CellReport, MatrixReport, PhaseSummary
 from stackmatrix.report.stats import Verdict
 
@@ -12,20 +16,23 @@ _Case = tuple[str, str, str]  # (name, outcome, message)
 
 
 def render(report: MatrixReport) -> str:
-    suites = ET.Element("testsuites", name=f"stackmatrix {report.spec_name}")
+    spec = _sanitize.line(report.spec_name)
+    suites = ET.Element("testsuites", name=f"stackmatrix {spec}")
     for cell in report.cells:
         cases = _cases(report, cell)
+        cell_id = _sanitize.line(cell.id)
         suite = ET.SubElement(
             suites,
             "testsuite",
-            name=f"{report.spec_name}.{cell.id}",
+            name=f"{spec}.{cell_id}",
             tests=str(len(cases)),
             failures=str(sum(1 for c in cases if c[1] == "failure")),
             errors=str(sum(1 for c in cases if c[1] == "error")),
             skipped=str(sum(1 for c in cases if c[1] == "skipped")),
         )
-        for name, outcome, message in cases:
-            case = ET.SubElement(suite, "testcase", classname=cell.id, name=name)
+        for name, outcome, text in cases:
+            case = ET.SubElement(suite, "testcase", classname=cell_id, name=_sanitize.line(name))
+            message = _sanitize.text(text)
             if outcome != "pass":
                 ET.SubElement(case, outcome, message=message)
             elif message:

@@ -1,10 +1,14 @@
-"""matrix.md: GitHub-flavoured, short enough for a job summary or a PR comment."""
+"""matrix.md: GitHub-flavoured, short enough for a job summary or a PR comment.
+
+Ids and messages come from results directories: each value is text (`_md_text`), and
+the whole document passes `_sanitize` (it is also shown in CI logs and terminals)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
 
+from stackmatrix import _sanitize
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt
 from stackmatrix.report.config_drift import Difference
@@ -32,7 +36,7 @@ def render(report: MatrixReport, *, details: bool = True) -> str:
     parts.append(_verdicts(report))
     if details:
         parts.append(_details(report))
-    return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+    return _sanitize.text("\n\n".join(p for p in parts if p).rstrip() + "\n")
 
 
 class _Code(str):
@@ -41,7 +45,7 @@ class _Code(str):
 
 
 def _code(value: object) -> _Code:
-    return _Code("`" + str(value).replace("`", "'").replace("\n", " ") + "`")
+    return _Code("`" + _sanitize.line(value).replace("`", "'") + "`")
 
 
 def _esc(text: object) -> str:
@@ -64,8 +68,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 def _title(report: MatrixReport) -> str:
     targets = ", ".join(report.targets) or "none"
     lines = [
-        f"## stackmatrix: {report.spec_name} — {len(report.cells)} cells, "
-        f"baseline `{report.baseline}`, targets {targets}"
+        f"## stackmatrix: {_md_text(report.spec_name)} — {len(report.cells)} cells, "
+        f"baseline {_code(report.baseline)}, targets {_md_text(targets)}"
     ]
     lines += [f"> {note}" for note in report.notes]
     return "\n\n".join(lines)
@@ -224,7 +228,7 @@ _LINK_CLOSE = re.compile(r"(\\*)\](?=[(\[:])")
 
 
 def _md_text(value: object) -> str:
-    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace("\n", " ")
+    text = _sanitize.line(value).replace("&", "&amp;").replace("<", "&lt;")
     return _LINK_CLOSE.sub(lambda m: m[1] * 2 + "\\]", text)
 
 
@@ -240,8 +244,8 @@ def _drift_sections(report: MatrixReport) -> str:
 def _drift_block(report: MatrixReport, c: CellReport) -> str:
     assert c.drift is not None and c.comparison is not None
     head = (
-        f"### {c.id} is {c.verdict.value} ({_fmt.ratio_text(c.comparison)}): "
-        f"what else differs from {report.baseline}"
+        f"### {_md_text(c.id)} is {c.verdict.value} ({_fmt.ratio_text(c.comparison)}): "
+        f"what else differs from {_md_text(report.baseline)}"
     )
     unintended = c.drift.unintended
     if not unintended:
@@ -282,7 +286,7 @@ def _verdicts(report: MatrixReport) -> str:
     for c in report.cells:
         if c.is_baseline:
             continue
-        lines.append(f"- **{c.id}**: {c.verdict.value} — {_esc(c.reason)}")
+        lines.append(f"- **{_md_text(c.id)}**: {c.verdict.value} — {_esc(c.reason)}")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -293,7 +297,8 @@ def _details(report: MatrixReport) -> str:
 def _cell_details(report: MatrixReport, c: CellReport) -> str:
     n_unintended = len(c.drift.unintended) if c.drift else 0
     summary = (
-        f"{c.id}: {c.compat}, {c.verdict.value} — {_fmt.count(len(c.findings), 'finding')}, "
+        f"{_md_text(c.id)}: {c.compat}, {c.verdict.value} — "
+        f"{_fmt.count(len(c.findings), 'finding')}, "
         f"{_fmt.count(n_unintended, 'unintended difference')}"
     )
     parts = [_phases_line(c)]
@@ -333,7 +338,7 @@ def _phases_line(c: CellReport) -> str:
             text += f": {_md_text(first)}"
             if rest.strip():
                 tail = "\n".join(rest.strip("\n").splitlines()[-_MESSAGE_LINES:])
-                blocks.append("```text\n" + tail.replace("`", "'") + "\n```")
+                blocks.append("```text\n" + _sanitize.text(tail).replace("`", "'") + "\n```")
         items.append(text)
     return "\n\n".join(["Phases: " + "; ".join(items), *blocks])
 

@@ -16,8 +16,6 @@ from packaging.utils import canonicalize_name
 
 from stackmatrix._validate import Problems, join, type_name
 
-# `~`, `=`, `+` and `,` let explain name derived cells (`cu130~attention_backend=flashinfer`)
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~=+,-]{0,127}$")
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 SHELLISH_RE = re.compile(r"[;&|`$<>\\]|\$\(")
 

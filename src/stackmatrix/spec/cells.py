@@ -13,9 +13,9 @@ from typing import Any, cast
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from stackmatrix._cellid import ID_RE
 from stackmatrix._validate import Problems, join, type_name
 from stackmatrix.spec._values import (
-    ID_RE,
     check_bool,
     check_choice,
     check_env,

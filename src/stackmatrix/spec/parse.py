@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from stackmatrix._cellid import ID_RE
 from stackmatrix._validate import Problems
 from stackmatrix.errors import SpecError
 from stackmatrix.spec._values import (
-    ID_RE,
     check_str,
     duplicates,
     get_choice,
