@@ -96,6 +96,10 @@ class Bench:
     # discarded launches per cell before the measured ones (a machine's first launch
     # runs with cold caches: page cache, GPU clocks, compile caches)
     warmup_launches: int = 0
+    # with no warm-up launches per cell: one discarded launch, of the first cell to run,
+    # on each host the bench runs on (its first launch, which pays for the machine's
+    # cold caches: 12% slow on an H200, its server ready in 165 s against 56-78 s later)
+    host_warmup: bool = True
     ready_timeout_s: float = 600.0
     tokenizer: str | None = None
     workload: Workload = field(default_factory=Workload)

@@ -3,10 +3,10 @@ one more cycle at a time for the cells still undecided (and the baseline, whose
 launch in the same cycle each of them is paired with), until every cell is decided
 or `max` is reached.
 
-The decision is the report's own (report/stats.py `compare`), at alpha divided by the
-planned looks (max - min + 1): the error rates hold however often the verdict is
-looked at (Bonferroni over looks; docs/report.md). Each look and its outcome is
-recorded in the cells' bench.json under "launch_plan"."""
+The decision is the report's own (report/stats.py `compare`), each look held to the
+level a group-sequential error-spending design gives it (report/sequential.py): the
+error rates hold however often the verdict is looked at (docs/report.md). Each
+look and its outcome is recorded in the cells' bench.json under "launch_plan"."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ class Plan:
 
 def thresholds(spec: Spec, plan: Plan) -> Thresholds:
     return Thresholds(
-        confidence=spec.report.confidence, min_effect=spec.report.min_effect, looks=plan.looks
+        confidence=spec.report.confidence,
+        min_effect=spec.report.min_effect,
+        plan=(plan.low, plan.high) if plan.adaptive else None,
     )
 
 

@@ -145,6 +145,7 @@ class _Cycles:
     seed: int
     run_dir: RunDir
     seq: int = 0
+    warmed: bool = False
 
     def run(self, cells: Sequence[str], target: int, *, warm: bool) -> None:
         pending = {
@@ -152,13 +153,18 @@ class _Cycles:
             for cid in cells
             if cid in self.states and not self.states[cid].failed
         }
-        slots = schedule.schedule(pending, list(self.spec_order()), self.order, self.seed)
+        slots = schedule.schedule(pending, list(self.spec_order()), self.order, self.seed,
+                                  baseline=self.spec.baseline,
+                                  balance=balance(self.states, self.spec.baseline))  # fmt: skip
         for st in self.states.values():
             planned: JSONObject = {"order": self.order, "order_seed": self.seed}
             st.data = dataclasses.replace(st.data, extra={**st.data.extra, "order": planned})
         if warm or slots:
             _write_schedule(self.run_dir, self.order, self.seed, slots)
-        if warm:
+        if slots and not self.warmed:
+            # before this process's first launch, whichever call plans it: a resumed run
+            # whose first cycles were complete still starts on a cold machine
+            self.warmed = True
             warm_up(self.bench, self.engine, self.states, slots, self.model, self.wl, self.say,
                     self.points)  # fmt: skip
         for cid, k in slots:
@@ -182,6 +188,31 @@ class _Cycles:
         except Exception as exc:  # a crash of ours fails this cell, not the run
             st.crash(exc, f"launch {k}")
             self.say(cid, f"bench failed: {st.result.message}")
+
+
+def balance(states: Mapping[str, CellState], baseline: str) -> dict[str, int]:
+    """Each candidate's cycles run before the baseline's launch less those run after it,
+    over the cycles both have completed launches of (bench/schedule.py evens it out)."""
+    base = states.get(baseline)
+    if base is None:
+        return {}
+    starts = _starts(base)
+    out = {}
+    for cid, st in states.items():
+        if cid == baseline:
+            continue
+        mine = _starts(st)
+        out[cid] = sum(1 if t < starts[k] else -1 for k, t in mine.items() if k in starts)
+    return out
+
+
+def _starts(st: CellState) -> dict[int, float]:
+    out = {}
+    for ln in st.launches:
+        span = ln.span()
+        if isinstance(ln.index, int) and span is not None:
+            out[ln.index] = span[0].timestamp()
+    return out
 
 
 def _seed(spec: Spec, run_dir: RunDir) -> int:
@@ -313,6 +344,7 @@ def inputs_hash(
     bench_dict.pop("launches")
     bench_dict.pop("min_launches")  # how many launches, fixed or adaptive, neither
     bench_dict.pop("warmup_launches")  # discarded launches don't define the measurements
+    bench_dict.pop("host_warmup")
     bench_dict.pop("workload")
     if bench_dict.get("client_workers") == 1:
         # the in-process client, as before the key existed: earlier results still resume

@@ -12,11 +12,16 @@
   design's rows within each set of cycles, are drawn from the recorded seed. On the
   H200, a fixed order (the baseline always first) turned a position effect into a
   +3.8% "difference" between two identical cells; a balanced order makes it cancel
-  in the paired analysis (report/stats.py).
+  in the paired analysis (report/stats.py). When cells stop early (adaptive launches)
+  the design of the full set no longer balances the cells that continue, so with a
+  baseline named the order of each cycle is the one that keeps every candidate's
+  count of running before and after the baseline closest to even, counting the cycles
+  already run (`balance`); the Williams row breaks ties.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import random
@@ -34,9 +39,17 @@ Slot = tuple[str, int]  # (cell id, launch index, 1-based)
 
 
 def schedule(
-    pending: Mapping[str, Sequence[int]], cell_order: Sequence[str], order: str, seed: int = 0
+    pending: Mapping[str, Sequence[int]],
+    cell_order: Sequence[str],
+    order: str,
+    seed: int = 0,
+    *,
+    baseline: str | None = None,
+    balance: Mapping[str, int] | None = None,
 ) -> list[Slot]:
-    """All pending (cell, launch) slots in the order they should run."""
+    """All pending (cell, launch) slots in the order they should run. For the balanced
+    order, `balance` holds each candidate's cycles run before the baseline less those
+    run after it, in the cycles already run."""
     cells = [c for c in cell_order if pending.get(c)]
     if order == "sequential":
         return [(c, k) for c in cells for k in pending[c]]
@@ -48,14 +61,43 @@ def schedule(
         for k in pending[c]:
             by_cycle.setdefault(k, []).append(c)
     slots: list[Slot] = []
+    net = dict(balance or {})
     for k in sorted(by_cycle):
         block = by_cycle[k]
         if order == "random":
             rng.shuffle(block)
         elif order == "balanced":
             block = balanced_cycle(block, k, seed)
+            if baseline in block:
+                block = evened(block, baseline, net)
+                _count(block, baseline, net)
         slots.extend((c, k) for c in block)
     return slots
+
+
+MAX_EVENED = 6  # cells in a cycle whose orders are all tried (6! = 720)
+
+
+def evened(preferred: Sequence[str], baseline: str, net: Mapping[str, int]) -> list[str]:
+    """The order of one cycle that leaves the candidates' before/after counts against
+    the baseline closest to even; `preferred` (the design's row) when it does as well."""
+    if len(preferred) > MAX_EVENED or len(preferred) < 2:
+        return list(preferred)
+
+    def cost(order: Sequence[str]) -> int:
+        at = order.index(baseline)
+        return sum(abs(net.get(c, 0) + (1 if i < at else -1))
+                   for i, c in enumerate(order) if c != baseline)  # fmt: skip
+
+    best = min(itertools.permutations(preferred), key=cost)
+    return list(preferred) if cost(preferred) <= cost(best) else list(best)
+
+
+def _count(block: Sequence[str], baseline: str, net: dict[str, int]) -> None:
+    at = block.index(baseline)
+    for i, c in enumerate(block):
+        if c != baseline:
+            net[c] = net.get(c, 0) + (1 if i < at else -1)
 
 
 def williams(n: int) -> list[list[int]]:

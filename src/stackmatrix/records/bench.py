@@ -187,13 +187,18 @@ class BenchData:
     def looks(self) -> int:
         """Planned looks at the verdict: max - min + 1 launches per cell when the launches
         were adaptive (`launches = {min, max}`), else 1."""
+        bounds = self.launch_bounds()
+        return 1 if bounds is None else bounds[1] - bounds[0] + 1
+
+    def launch_bounds(self) -> tuple[int, int] | None:
+        """(min, max) launches per cell of an adaptive plan; None for a fixed one."""
         plan = self.extra.get("launch_plan")
         if not isinstance(plan, dict):
-            return 1
+            return None
         low, high = plan.get("min"), plan.get("max")
-        if not (isinstance(low, int) and isinstance(high, int)) or high <= low:
-            return 1
-        return high - low + 1
+        if not (isinstance(low, int) and isinstance(high, int)) or not 1 <= low < high:
+            return None
+        return low, min(high, 10_000)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JSONValue]) -> BenchData:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from stackmatrix.report._tdist import t_ppf
 from stackmatrix.report.outliers import rejected
 from stackmatrix.report.power import positive
 
@@ -26,6 +27,27 @@ class Estimate:
     design: Design
     pairs: int = 0
     position: float | None = None  # log effect of running first in the cycle, if modelled
+    trend: Trend | None = None  # the pairs' log ratio against their cycle (paired, >= 4)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How the pairs' log ratio moves per cycle: the cells drifting apart."""
+
+    slope: float  # log ratio per cycle
+    se: float
+    df: int
+    cycles: int  # the span of cycles the pairs cover (last - first)
+
+    def shown(self, confidence: float = 0.95) -> bool:
+        """The slope's interval excludes no trend."""
+        return (self.se == 0 and self.slope != 0) or (
+            self.se > 0 and abs(self.slope) > t_ppf(0.5 + confidence / 2, self.df) * self.se
+        )
+
+    def moved(self) -> float:
+        """How far the ratio moved over the run's cycles, on the log scale."""
+        return abs(self.slope) * self.cycles
 
 
 Blocks = Sequence[int]
@@ -66,12 +88,12 @@ def medians_ratio(a: Side, b: Side) -> float | None:
     return statistics.median(a.by_block.values()) / statistics.median(b.by_block.values())
 
 
-def estimate(a: Side, b: Side) -> Estimate | None:
+def estimate(a: Side, b: Side, *, position_from: int | None = None) -> Estimate | None:
     shared = sorted(set(a.by_block) & set(b.by_block))
     if len(shared) >= 2:
         d = [math.log(a.by_block[k] / b.by_block[k]) for k in shared]
         first = [ran_first(a, b, k) for k in shared]
-        return paired(d, first)
+        return replace(paired(d, first, position_from=position_from), trend=trend(shared, d))
     if len(a.by_block) >= 2 and len(b.by_block) >= 2:
         return welch(list(a.by_block.values()), list(b.by_block.values()))
     return None
@@ -84,18 +106,36 @@ def ran_first(a: Side, b: Side, block: int) -> int | None:
     return 1 if a.slot[block] < b.slot[block] else -1
 
 
-MIN_PAIRS_FOR_POSITION = 4
+MIN_PAIRS_FOR_POSITION = 6  # chosen by simulation (tests/unit/report/test_sequential_rates.py)
+MIN_PAIRS_FOR_TREND = 4
 
 
-def paired(d: Sequence[float], first: Sequence[int | None]) -> Estimate:
+def trend(blocks: Sequence[int], d: Sequence[float]) -> Trend | None:
+    """The least-squares slope of the pairs' log ratios over their cycles."""
+    n = len(d)
+    if n < MIN_PAIRS_FOR_TREND or len(set(blocks)) < 3:
+        return None
+    mx, my = statistics.fmean(blocks), statistics.fmean(d)
+    sxx = sum((x - mx) ** 2 for x in blocks)
+    slope = sum((x - mx) * (y - my) for x, y in zip(blocks, d, strict=True)) / sxx
+    rss = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(blocks, d, strict=True))
+    se = math.sqrt(rss / (n - 2) / sxx)
+    return Trend(slope=slope, se=se, df=n - 2, cycles=max(blocks) - min(blocks))
+
+
+def paired(
+    d: Sequence[float], first: Sequence[int | None], *, position_from: int | None = None
+) -> Estimate:
     """The mean log ratio of the cycles' pairs. When the launch order is known, varies
-    (a balanced order) and there are at least 4 pairs, the model also has a term for
-    which of the two ran first in its cycle, so that effect (3.8% in an H200 A/A pair)
-    leaves the error instead of widening it: d = change + position * s + error, with
-    s = +1 or -1. A rule of the design alone, never of the values: the error rates hold."""
+    (a balanced order) and there are at least MIN_PAIRS_FOR_POSITION pairs, the model
+    also has a term for which of the two ran first in its cycle, so that effect (3.8% in
+    an H200 A/A pair) leaves the error instead of widening it: d = change + position * s
+    + error, with s = +1 or -1. A rule of the design alone, never of the values: the
+    error rates hold."""
     n = len(d)
     signs = [s for s in first if s is not None]
-    if len(signs) == n and n >= MIN_PAIRS_FOR_POSITION and len(set(signs)) == 2:
+    least = MIN_PAIRS_FOR_POSITION if position_from is None else position_from
+    if len(signs) == n and n >= least and len(set(signs)) == 2:
         return with_position(d, signs)
     sd = statistics.stdev(d)
     return Estimate(statistics.fmean(d), sd / math.sqrt(n), n - 1, sd, "paired", n)

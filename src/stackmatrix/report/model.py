@@ -293,8 +293,8 @@ def _compare_at(
 ) -> Comparison | None:
     mine, theirs = cell.launches(metric, point), base.launches(metric, point)
     blocks = (cell.bench.completed_blocks(), base.bench.completed_blocks())
-    looks = max(cell.bench.looks(), base.bench.looks())
-    thresholds = replace(thresholds, looks=looks)
+    plans = [b for b in (cell.bench.launch_bounds(), base.bench.launch_bounds()) if b]
+    thresholds = replace(thresholds, plan=max(plans, key=lambda b: b[1] - b[0], default=None))
     if not any(mine):
         return None
     if not any(theirs):

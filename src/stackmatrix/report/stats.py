@@ -8,18 +8,22 @@ Method (docs/report.md says the same at more length):
 * Launches run in cycles (blocks): one launch of every cell per cycle, in a randomized
   balanced order (bench/schedule.py). The comparison pairs the cell's launch with the
   baseline's launch of the same cycle and works on the log ratios of those pairs, so a
-  drift over time or an effect of the position in the cycle cancels instead of becoming
-  a difference between cells. Without two common cycles it falls back to Welch's
-  unpaired interval, and with one launch per cell to the rounds of that launch.
+  drift that both cells share, or an effect of the position in the cycle, cancels
+  instead of becoming a difference between cells. A drift of one cell alone does not
+  cancel: the ratios then trend, and a verdict whose ratios trend is not decided (it
+  would depend on when the run stopped). Without two common cycles it falls back to
+  Welch's unpaired interval, and with one launch per cell to the rounds of that launch.
 * One bad launch (a cold start) is rejected by a stated rule (report/outliers.py) and
   its cycle left out of the pairs.
-* The interval is a t interval on the mean log ratio, exponentiated: a confidence
-  interval for cell/baseline. With adaptive launches (`launches = {min, max}`) the
-  verdict may be looked at after every cycle, so each look uses alpha / looks
-  (Bonferroni over the planned looks): the error rates hold under repeated looks.
-* Four verdicts: `equivalent` when the whole interval lies within +-min_effect;
-  otherwise `slower` or `faster` when it excludes no change; otherwise `inconclusive`,
-  with the launches per cell that would decide it.
+* Two tests, each at the report's alpha (1 - confidence): the difference (two-sided:
+  `faster` or `slower` when its interval excludes no change) and equivalence (two
+  one-sided tests against +-min_effect, TOST: `equivalent` when the (1 - 2 alpha)
+  interval lies within the margin). With adaptive launches (`launches = {min, max}`)
+  the verdict is looked at after every cycle, and each look is held to the level a
+  group-sequential error-spending design gives it (report/sequential.py): the error
+  rates hold under repeated looks without the waste of an even split.
+* Four verdicts: `equivalent`, `slower`, `faster`, or `inconclusive` with the launches
+  per cell that would decide it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 from stackmatrix.records._read import JSONObject
+from stackmatrix.report import sequential
 from stackmatrix.report._tdist import t_cdf, t_ppf
 from stackmatrix.report.estimate import (
     Blocks,
@@ -51,8 +56,12 @@ from stackmatrix.report.power import detectable_change as detectable_change
 from stackmatrix.report.power import positive
 
 SampleUnit = Literal["launch", "round"]
+Spending = Literal["pocock", "bonferroni"]
 _LOWER_IS_BETTER = frozenset({"duration_s", "e2e_s", "errors"})
 MAX_LAUNCHES_HINT = 200
+# a trend of the ratio undoes a decided verdict only when shown at this level: a check
+# of the model, not a second verdict, so its false alarms stay at 1 in 100
+TREND_CONFIDENCE = 0.99
 
 
 class Verdict(enum.StrEnum):
@@ -77,12 +86,40 @@ class Thresholds:
     min_effect: float = 0.02  # relative: the equivalence margin, +-min_effect
     max_halfwidth: float = 0.5  # kept in matrix.json for readers of older reports
     power: float = 0.8  # used to say how many launches would settle an open question
-    looks: int = 1  # planned looks at the verdict (adaptive launches: max - min + 1)
+    # the adaptive plan's launches per cell (min, max); None: a fixed plan, one look
+    plan: tuple[int, int] | None = None
+    # how looks share alpha: error spending (report/sequential.py), or an even split
+    # over the looks with equivalence from the (1 - alpha) interval, the earlier rule,
+    # kept to measure the design against (benchmarks/bench_sequential.py)
+    spending: Spending = "pocock"
+    # fewest pairs with which the paired model fits a term for the position in the
+    # cycle (None: report/estimate.py's rule); a term costs a degree of freedom
+    position_from: int | None = None
+
+    @property
+    def looks(self) -> int:
+        """Planned looks at the verdict: max - min + 1 for an adaptive plan, else 1."""
+        return self.plan[1] - self.plan[0] + 1 if self.adaptive and self.plan else 1
+
+    @property
+    def adaptive(self) -> bool:
+        return self.plan is not None and self.plan[1] > self.plan[0]
 
     @property
     def alpha(self) -> float:
-        """The error rate of one look (Bonferroni over the planned looks)."""
-        return (1 - self.confidence) / max(1, self.looks)
+        """The error rate of each test over all looks: 1 - confidence."""
+        return 1 - self.confidence
+
+    def level(self, pairs: int, *, sides: int = 2) -> float:
+        """The nominal level of the look at `pairs` pairs: two-sided for the difference,
+        one-sided (each half of TOST) for equivalence."""
+        alpha = self.alpha
+        if not self.adaptive or self.plan is None:
+            return alpha
+        if self.spending == "bonferroni":
+            return alpha / self.looks / (2 if sides == 1 else 1)
+        low, high = self.plan
+        return sequential.nominal_alpha(pairs, low, high, alpha, sides=sides)
 
 
 def higher_is_better(metric: str) -> bool:
@@ -200,6 +237,11 @@ class Comparison:
     looks: int = 1
     rejected: tuple[str, ...] = ()  # launches left out by the rejection rule, and why
     position_effect: float | None = None  # relative: running first in a cycle (modelled)
+    interval: Literal["difference", "equivalence"] = "difference"  # which one low/high is
+    level: float | None = None  # the nominal level of this look's difference test
+    trend: float | None = None  # relative change of the ratio per cycle (paired, >= 4)
+    detectable: float | None = None  # the change found with `power` at the plan's last look
+    fitted: tuple[str, ...] = ()  # the terms of the model: "change", "position"
 
     @property
     def change(self) -> float | None:
@@ -228,6 +270,11 @@ class Comparison:
             "looks": self.looks,
             "rejected": list(self.rejected),
             "position_effect": self.position_effect,
+            "interval": self.interval,
+            "level": self.level,
+            "trend_per_cycle": self.trend,
+            "detectable": self.detectable,
+            "fitted": list(self.fitted),
         }
 
 
@@ -263,7 +310,7 @@ def compare(
               slots[1] if slots else None)  # fmt: skip
     common: _Common = {"metric": metric, "confidence": th.confidence, "looks": th.looks,
                               "rejected": (*a.rejected, *b.rejected)}  # fmt: skip
-    est = estimate(a, b)
+    est = estimate(a, b, position_from=th.position_from)
     if est is None:
         return _rounds_only(a, b, th, common)
     return _decide(est, th, common, n=(len(a.by_block), len(b.by_block)),
@@ -283,7 +330,7 @@ def _rounds_only(a: Side, b: Side, th: Thresholds, common: _Common) -> Compariso
     low = high = None
     if len(xs) >= 2 and len(ys) >= 2:
         est = welch(xs, ys)
-        half = t_ppf(1 - th.alpha / 2, est.df) * est.se if est.se > 0 else 0.0
+        half = t_ppf(1 - th.level(1) / 2, est.df) * est.se if est.se > 0 else 0.0
         low, high = math.exp(est.diff - half), math.exp(est.diff + half)
         reason += f"; the rounds of one launch alone give [{low - 1:+.1%}, {high - 1:+.1%}]"
     return Comparison(verdict=Verdict.INCONCLUSIVE, reason=reason, unit="round",
@@ -300,17 +347,32 @@ def _decide(
     n: tuple[int, int],
     medians: float | None,
 ) -> Comparison:
-    if est.se == 0:
-        half, p_value = 0.0, (1.0 if est.diff == 0 else 0.0)
-    else:
-        half = t_ppf(1 - th.alpha / 2, est.df) * est.se
-        p_value = min(1.0, th.looks * 2 * (1 - t_cdf(abs(est.diff) / est.se, est.df)))
-    low, high = math.exp(est.diff - half), math.exp(est.diff + half)
-    verdict, reason = verdict_of(low, high, th, common["metric"])
+    pairs = est.pairs or min(n)
+    level, one_sided = th.level(pairs), th.level(pairs, sides=1)
+    diff = _span(est, 1 - level / 2)
+    equal = _span(est, 1 - one_sided)
+    p_value = None
+    if est.se > 0:
+        p_value = 2 * (1 - t_cdf(abs(est.diff) / est.se, est.df))
+    elif est.se == 0:
+        p_value = 1.0 if est.diff == 0 else 0.0
+    verdict, reason, shown = verdict_of(diff, equal, th, common["metric"],
+                                        levels=(level, one_sided))  # fmt: skip
+    drifting = _trend_decides(est, th, common["metric"], (diff, equal), (level, one_sided),
+                              verdict)  # fmt: skip
+    if drifting:
+        assert est.trend is not None
+        reason = (
+            f"{reason}, but the ratio trends {math.expm1(est.trend.slope):+.2%} per cycle "
+            "(one cell drifts and the other does not) and the verdict at the run's first "
+            "or last cycle would differ: it depends on when the run stopped, so it is not "
+            "decided"
+        )
+        verdict = Verdict.INCONCLUSIVE
     needs = None
-    if verdict is Verdict.INCONCLUSIVE:
+    if verdict is Verdict.INCONCLUSIVE and not drifting:
         needs = launches_to_decide(est, th)
-        reason += _settle_hint(needs, est.pairs or min(n))
+        reason += _settle_hint(needs, pairs)
     reason += _design_note(est) + _rejected_note(common["rejected"])
     return Comparison(
         verdict=verdict,
@@ -320,35 +382,118 @@ def _decide(
         n_baseline=n[1],
         ratio=math.exp(est.diff),
         ratio_of_medians=medians,
-        low=low,
-        high=high,
+        low=shown[0],
+        high=shown[1],
         p_value=p_value,
         df=None if math.isinf(est.df) else est.df,
-        resolvable=math.expm1(half),
+        resolvable=diff[1] / math.exp(est.diff) - 1,
         needs_launches=needs,
         design=est.design,
         pairs=est.pairs,
         position_effect=None if est.position is None else math.expm1(est.position),
+        interval="equivalence" if verdict is Verdict.EQUIVALENT else "difference",
+        level=level,
+        trend=None if est.trend is None else math.expm1(est.trend.slope),
+        detectable=detectable(est, th),
+        fitted=("change", "position") if est.position is not None else ("change",),
         **common,
     )
 
 
-def verdict_of(low: float, high: float, th: Thresholds, metric: str) -> tuple[Verdict, str]:
-    """The verdict of an interval [low, high] for cell/baseline (ratios)."""
-    change = math.sqrt(low * high) - 1  # the interval's center (symmetric on logs)
-    span = f"{change:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]"
-    level = f"{th.confidence:.0%} confidence" + (f", {th.looks} looks" if th.looks > 1 else "")
+def _span(est: Estimate, quantile: float) -> tuple[float, float]:
+    half = t_ppf(quantile, est.df) * est.se if est.se > 0 else 0.0
+    return math.exp(est.diff - half), math.exp(est.diff + half)
+
+
+def _trend_decides(
+    est: Estimate,
+    th: Thresholds,
+    metric: str,
+    spans: tuple[tuple[float, float], tuple[float, float]],
+    levels: tuple[float, float],
+    verdict: Verdict,
+) -> bool:
+    """A decided verdict that a shown trend of the ratio would change: the intervals
+    moved to the trend line's value at the first and at the last cycle of the pairs
+    give another verdict. A trend that could not change it (a -7% change drifting 0.7%
+    per cycle) leaves it decided."""
+    if est.trend is None or not verdict.decided or not est.trend.shown(TREND_CONFIDENCE):
+        return False
+    half = est.trend.slope * est.trend.cycles / 2
+    for shift in (math.exp(-half), math.exp(half)):
+        moved = tuple((lo * shift, hi * shift) for lo, hi in spans)
+        if verdict_of(moved[0], moved[1], th, metric, levels=levels)[0] is not verdict:
+            return True
+    return False
+
+
+def verdict_of(
+    diff: tuple[float, float],
+    equal: tuple[float, float],
+    th: Thresholds,
+    metric: str,
+    *,
+    levels: tuple[float, float] | None = None,
+) -> tuple[Verdict, str, tuple[float, float]]:
+    """The verdict of a difference interval and an equivalence (TOST) interval for
+    cell/baseline (ratios), its reason, and the interval the reason quotes. `levels`:
+    the look's two-sided level of the difference and one-sided level of each half of
+    TOST (a fixed plan's: alpha and alpha)."""
+    level, one_sided = levels or (th.alpha, th.alpha)
     margin = th.min_effect
-    if low > 1 / (1 + margin) and high < 1 + margin:
-        return Verdict.EQUIVALENT, f"{span} lies within ±{margin:.0%} ({level})"
+    if equal[0] > 1 / (1 + margin) and equal[1] < 1 + margin:
+        return (
+            Verdict.EQUIVALENT,
+            (
+                f"{_span_text(equal)} lies within ±{margin:.0%} "
+                f"({_level_text(th, 1 - 2 * one_sided)}, two one-sided tests)"
+            ),
+            equal,
+        )
+    low, high = diff
     if low > 1.0 or high < 1.0:
         better = (low > 1.0) == higher_is_better(metric)
         verdict = Verdict.FASTER if better else Verdict.SLOWER
-        return verdict, f"{span} excludes no change ({level})"
-    return Verdict.INCONCLUSIVE, (
-        f"{span} contains no change and reaches beyond ±{margin:.0%}: "
-        "neither a difference nor equivalence is shown"
+        return (
+            verdict,
+            f"{_span_text(diff)} excludes no change ({_level_text(th, 1 - level)})",
+            diff,
+        )
+    return (
+        Verdict.INCONCLUSIVE,
+        (
+            f"{_span_text(diff)} contains no change and reaches beyond ±{margin:.0%} "
+            f"({_level_text(th, 1 - level)}): neither a difference nor equivalence is shown"
+        ),
+        diff,
     )
+
+
+def _span_text(span: tuple[float, float]) -> str:
+    low, high = span
+    change = math.sqrt(low * high) - 1  # the interval's center (symmetric on logs)
+    return f"{change:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]"
+
+
+def _level_text(th: Thresholds, coverage: float) -> str:
+    """ "95% interval" for a fixed plan; an adaptive plan's look says its own level."""
+    if not th.adaptive:
+        return f"{coverage:.0%} interval"
+    return f"{coverage:.1%} interval at this look of {th.looks}, {th.confidence:.0%} over all"
+
+
+def detectable(est: Estimate, th: Thresholds) -> float | None:
+    """The smallest change the difference test finds with `th.power` at the plan's last
+    look: the verdict's own analysis (its pairs' spread, its fitted terms' degrees of
+    freedom, the last look's level), not a separate calibration."""
+    if est.sd <= 0 or est.design != "paired":
+        return None
+    high = th.plan[1] if th.adaptive and th.plan else max(est.pairs, 2)
+    high = max(high, est.pairs)
+    fitted = 2 if est.position is not None else 1
+    df = max(high - fitted, 1)
+    z = t_ppf(1 - th.level(high) / 2, df) + t_ppf(th.power, df)
+    return math.expm1(z * est.sd / math.sqrt(high))
 
 
 def launches_to_decide(est: Estimate, th: Thresholds) -> int | None:
@@ -359,9 +504,11 @@ def launches_to_decide(est: Estimate, th: Thresholds) -> int | None:
         return None
     margin = math.log1p(th.min_effect)
     d = abs(est.diff)
-    target = d if d >= margin / 2 else margin - d
+    equivalence = d < margin / 2
+    target = margin - d if equivalence else d
     for k in range(2, MAX_LAUNCHES_HINT + 1):
-        if t_ppf(1 - th.alpha / 2, k - 1) * est.sd / math.sqrt(k) < target:
+        quantile = 1 - th.level(k, sides=1) if equivalence else 1 - th.level(k) / 2
+        if t_ppf(quantile, k - 1) * est.sd / math.sqrt(k) < target:
             return k
     return None
 

@@ -60,6 +60,7 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         **_launches(b, p),
         rounds=get_int(b, "rounds", "bench", p, 1, MAX_LAUNCHES) or 3,
         warmup_launches=get_int(b, "warmup_launches", "bench", p, 0, MAX_LAUNCHES) or 0,
+        host_warmup=check_bool(b.get("host_warmup", True), "bench.host_warmup", p),
         ready_timeout_s=or_default(get_float(b, "ready_timeout_s", "bench", p, 1, 86400), 600.0),
         tokenizer=get_str(b, "tokenizer", "bench", p),
         workload=workload,

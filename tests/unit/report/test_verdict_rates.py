@@ -46,7 +46,7 @@ def simulate(
 ) -> tuple[Verdict, int]:  # fmt: skip
     """One run of a baseline and a candidate whose true decode speed differs by
     `change`; launches low..high per cell, as the bench phase runs them."""
-    th = Thresholds(looks=high - low + 1)
+    th = Thresholds(plan=(low, high) if high > low else None)
     seed = rng.randrange(2**31)
     cells: dict[str, list[list[float]]] = {"base": [], "cand": []}
     slots: dict[str, list[int | None]] = {"base": [], "cand": []}
