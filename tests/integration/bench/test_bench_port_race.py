@@ -28,7 +28,7 @@ def _run(tmp_path: Path, taken: int) -> tuple[Status, str, str]:
     spec = Spec(
         name="race", path=str(tmp_path / "spec.toml"), baseline="a", cells=(Cell(id="a"),),
         bench=Bench(engine="transformers", model="fake-model", launches=1, rounds=1,
-                    ready_timeout_s=10.0, steady_warmup=False,
+                    ready_timeout_s=10.0, steady_warmup=False, host_warmup=False,
                     workload=Workload(input_len=8, output_len=8, num_prompts=2, warmup=0)),
     )  # fmt: skip
     env = {"FAKE_MODE": "port_taken", "FAKE_TAKEN_FILE": str(counter),
