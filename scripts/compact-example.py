@@ -19,22 +19,60 @@ matrix.* from the compacted directory, and running this again changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
-import gzip
+import hashlib
+import io
+import os
+import stat
+import struct
 import sys
+import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 ALWAYS = ("check.json", "server-L*.log", "requests-*.jsonl", "warmup-*.jsonl")
 WHEN_LARGE = ("build.json", "bench.json")
 LARGE = 64 << 10  # bytes
 
 
+# gzip, deflate, no name, mtime 0, "maximum compression", OS unknown (Python 3.11 and
+# 3.12 write the host's OS byte): the bytes depend on the content and zlib only
+_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+_CHUNK = 1 << 20
+
+
 def pack(data: bytes) -> bytes:
     """gzip -9 of `data`, the same bytes whatever Python wrote them (mtime 0, OS 255)."""
-    packed = bytearray(gzip.compress(data, compresslevel=9, mtime=0))
-    packed[9] = 255  # the header's OS byte: Python 3.11 and 3.12 write the host's
-    return bytes(packed)
+    out = io.BytesIO()
+    pack_stream(io.BytesIO(data), out)
+    return out.getvalue()
+
+
+def pack_stream(src: BinaryIO, dst: BinaryIO) -> tuple[str, int]:
+    """`pack` chunk by chunk, never holding a file whole; (sha256, size) of the content."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    digest, crc, size = hashlib.sha256(), 0, 0
+    dst.write(_HEADER)
+    while chunk := src.read(_CHUNK):
+        digest.update(chunk)
+        crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+        dst.write(deflate.compress(chunk))
+    dst.write(deflate.flush() + struct.pack("<LL", crc, size & 0xFFFFFFFF))
+    return digest.hexdigest(), size
+
+
+def unpacked(src: BinaryIO) -> tuple[str, int]:
+    """(sha256, size) of what gzip stream `src` decompresses to, chunk by chunk (16 kB
+    in: deflate makes at most about 16 MB of that)."""
+    inflate, digest, size = zlib.decompressobj(16 + zlib.MAX_WBITS), hashlib.sha256(), 0
+    while chunk := src.read(16 << 10):
+        out = inflate.decompress(chunk)
+        digest.update(out)
+        size += len(out)
+    return digest.hexdigest(), size
 
 
 def results_dirs(run_dir: Path) -> Iterator[Path]:
@@ -65,17 +103,53 @@ def _wanted(path: Path) -> bool:
 
 
 def compress(path: Path) -> int:
-    """Replace `path` by `<path>.gz`; the size of that."""
-    data = path.read_bytes()
-    packed = pack(data)
-    if gzip.decompress(packed) != data:  # never remove what the copy does not hold
-        raise SystemExit(f"compact-example: {path} does not decompress to itself")
+    """Replace `path` by `<path>.gz`; the size of that. Never through a link: the source
+    is opened without following one, the copy is written to a new file of its own
+    (O_CREAT | O_EXCL) and renamed onto the target, which must be a regular file or
+    absent."""
     target = path.with_name(path.name + ".gz")
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_bytes(packed)
-    tmp.replace(target)
+    _refuse_odd(target)
+    with _open_regular(path) as src:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.", suffix=".tmp")
+        tmp = Path(name)
+        try:
+            with os.fdopen(fd, "w+b") as out:
+                os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(src.fileno()).st_mode))
+                content = pack_stream(src, out)
+                size = out.tell()
+                out.seek(0)
+                if unpacked(out) != content:  # never remove what the copy does not hold
+                    raise SystemExit(f"compact-example: {path} does not decompress to itself")
+            _replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     path.unlink()
-    return len(packed)
+    return size
+
+
+def _refuse_odd(target: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            raise SystemExit(
+                f"compact-example: {target} is there and is not a regular file (a link or "
+                "a directory); move it aside and run again"
+            )
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SystemExit(f"compact-example: {path} is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _replace(tmp: Path, target: Path) -> None:
+    try:
+        tmp.replace(target)  # a rename: it replaces a link itself, never writes through it
+    except OSError as exc:
+        raise SystemExit(f"compact-example: cannot replace {target}: {exc.strerror}") from exc
 
 
 def compact(run_dir: Path) -> tuple[int, int, int]:

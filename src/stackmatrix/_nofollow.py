@@ -10,7 +10,7 @@ following links, so a link loop is never entered.
 from __future__ import annotations
 
 import errno
-import gzip
+import io
 import os
 import shutil
 import stat
@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from stackmatrix import _jsonload, layout
 from stackmatrix.errors import ResultsError
@@ -69,7 +69,7 @@ def read_gzip(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
     more than `limit` bytes (a gzip bomb stops there, never exhausting memory) or is not
     a whole gzip file."""
     chunks, size = [], 0
-    for chunk in _gunzip(path, limit=limit):
+    for chunk in gunzip_file(path, limit=limit):
         size += len(chunk)
         if size > limit:
             raise ResultsError(
@@ -80,30 +80,71 @@ def read_gzip(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
     return b"".join(chunks)
 
 
-def _gunzip(path: Path, *, limit: int) -> Iterator[bytes]:
+def gunzip_file(path: Path, *, limit: int) -> Iterator[bytes]:
     """The decompressed content of `path`, chunk by chunk (never more than one chunk in
     memory); a damaged or truncated gzip file is a ResultsError, and so is one larger
-    than `limit` bytes (gzip skips zero padding byte by byte: a sparse file would
-    never end)."""
+    than `limit` bytes on disk (a sparse file's holes count: they are read)."""
     with os.fdopen(open_regular(path), "rb") as raw:
         if os.fstat(raw.fileno()).st_size > limit:
             raise ResultsError(
-                f"{path} is larger than {_size(limit)}; a file that stackmatrix writes is "
-                "far smaller: replace it with the file from the run"
+                f"{path} is too large: over {_size(limit)}; a file that stackmatrix writes "
+                "is far smaller: replace it with the file from the run"
             )
-        with gzip.GzipFile(fileobj=raw) as fh:
-            yield from _chunks(fh, path)
+        yield from gunzip(raw, path)
 
 
-def _chunks(fh: gzip.GzipFile, path: Path) -> Iterator[bytes]:
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_IN_CHUNK = 16 << 10  # compressed bytes per step: deflate gives at most ~1032x that
+
+
+def gunzip(raw: BinaryIO, path: Path) -> Iterator[bytes]:
+    """The decompressed members of the gzip stream `raw`, one after another. Zero padding
+    after a member is skipped a chunk at a time (Python's gzip skips it a byte at a
+    time: 256 MiB of it took 25 s); anything else is the start of another member."""
+    inflate, between = zlib.decompressobj(_GZIP_WBITS), True  # an empty file is no member
     try:
-        while chunk := fh.read(_CHUNK):
-            yield chunk
-    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
-        raise ResultsError(
-            f"cannot read {path}: not a whole gzip file ({exc}); replace it with the "
-            "file from the run, or decompress what is left with `zcat`"
-        ) from exc
+        while block := raw.read(_IN_CHUNK):
+            while block:
+                if between:
+                    if not (block := block.lstrip(b"\0")):
+                        break
+                    inflate = zlib.decompressobj(_GZIP_WBITS)
+                if out := inflate.decompress(block):
+                    yield out
+                block, between = (inflate.unused_data, True) if inflate.eof else (b"", False)
+    except zlib.error as exc:
+        raise _not_gzip(path, exc) from exc
+    if not between:
+        raise _not_gzip(path, "it ends inside a member")
+
+
+class ChunkReader(io.RawIOBase):
+    """A readable stream of `chunks` (gunzip's), for line-by-line reading through
+    io.BufferedReader."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks, self._chunk, self._at = chunks, memoryview(b""), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._at >= len(self._chunk):
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._chunk, self._at = memoryview(chunk), 0
+        n = min(len(buffer), len(self._chunk) - self._at)
+        buffer[:n] = self._chunk[self._at : self._at + n]
+        self._at += n
+        return n
+
+
+def _not_gzip(path: Path, why: object) -> ResultsError:
+    return ResultsError(
+        f"cannot read {path}: not a whole gzip file ({why}); replace it with the "
+        "file from the run, or decompress what is left with `zcat`"
+    )
 
 
 def read_ends(path: Path, *, limit: int) -> bytes:
@@ -130,7 +171,7 @@ def _gzip_ends(path: Path, *, limit: int) -> bytes:
     decompressed (up to GZIP_EXPAND_LIMIT bytes), only its two ends are kept."""
     half = limit // 2
     head, tail, size = bytearray(), bytearray(), 0
-    for chunk in _gunzip(path, limit=GZIP_EXPAND_LIMIT):
+    for chunk in gunzip_file(path, limit=GZIP_EXPAND_LIMIT):
         size += len(chunk)
         if size > GZIP_EXPAND_LIMIT:
             raise ResultsError(
@@ -168,25 +209,34 @@ def read_json(path: Path, *, limit: int = DEFAULT_LIMIT) -> Any:
         raise ResultsError(f"cannot read {path}: not valid JSON: {exc}") from exc
 
 
-def copy_file(src: Path, dst: Path, *, tail: int | None = None) -> bool:
+def copy_file(src: Path, dst: Path, *, tail: int | None = None, head: int | None = None) -> bool:
     """Copy one regular file to a new `dst` (mode and times kept). With `tail`, a file
-    larger than that is copied as its last `tail` bytes after a line saying so; returns
-    whether it was."""
+    larger than that is copied as its last `tail` bytes after a line saying so; with
+    `head`, as its first `head` bytes. Returns whether it was cut."""
     with os.fdopen(open_regular(src), "rb") as fin:
         st = os.fstat(fin.fileno())
-        cut = tail is not None and st.st_size > tail
-        with os.fdopen(os.open(dst, _CREATE, stat.S_IMODE(st.st_mode)), "wb") as fout:
+        bound = tail if tail is not None else head
+        cut = bound is not None and st.st_size > bound
+        with create_new(dst, st) as fout:
             if cut and tail is not None:
                 fout.write(
                     f"[stackmatrix: {src.name} was {st.st_size} bytes; only its last "
                     f"{_size(tail)} were copied]\n".encode()
                 )
                 fin.seek(st.st_size - tail)
-                shutil.copyfileobj(_Bounded(fin, tail), fout)
-            else:
-                shutil.copyfileobj(fin, fout)
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+            shutil.copyfileobj(fin if bound is None else _Bounded(fin, bound), fout)
+    keep_times(dst, st)
     return cut
+
+
+def create_new(dst: Path, st: os.stat_result) -> BinaryIO:
+    """`dst` created for writing with the mode of `st`: never through a link, never onto
+    a file that is there."""
+    return os.fdopen(os.open(dst, _CREATE, stat.S_IMODE(st.st_mode)), "wb")
+
+
+def keep_times(dst: Path, st: os.stat_result) -> None:
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
 class _Bounded:
@@ -209,11 +259,11 @@ class Copied:
 
 
 def copy_tree(
-    src: Path, dst: Path, *, tail_of: Callable[[Path], int | None] = lambda _: None
+    src: Path, dst: Path, *, copy: Callable[[Path, Path, Path], bool] | None = None
 ) -> Copied:
     """Copy the directories and regular files below `src` into a new `dst`; links and
-    special files are skipped. A file whose `tail_of(relative path)` is a number is
-    copied as at most that many of its last bytes (see copy_file)."""
+    special files are skipped. Each file is copied by `copy(source, target, relative
+    path)` (default: whole, copy_file), which returns whether it was cut."""
     copied = Copied(skipped=[], cut=[])
     dst.mkdir(parents=True)
     for entry, relative in walk(src):
@@ -221,8 +271,9 @@ def copy_tree(
         if entry.is_dir(follow_symlinks=False):
             target.mkdir()
         elif entry.is_file(follow_symlinks=False):
-            if copy_file(Path(entry.path), target, tail=tail_of(relative)):
-                copied.cut.append(Path(entry.path))
+            source = Path(entry.path)
+            if copy(source, target, relative) if copy else copy_file(source, target):
+                copied.cut.append(source)
         else:
             copied.skipped.append(Path(entry.path))
     return copied

@@ -53,13 +53,16 @@ def is_secret_name(name: str) -> bool:
 
 
 def is_secret_value(value: object) -> bool:
-    return isinstance(value, str) and bool(_SECRET_VALUE.search(value))
+    """A token's shape or a URL's password anywhere in `value` (what redact_text hides)."""
+    return isinstance(value, str) and redact_text(value) != value
 
 
 # The password of a URL's user info (`https://user:TOKEN@index.example/simple`); a lone
-# `https://TOKEN@host` is a token too. The user name and the host stay readable.
+# `https://TOKEN@host` is a token too. The user name and the host stay readable. A scheme
+# starts only where a scheme's character does not precede it: a 100 kB word is then
+# tried once, not from each of its characters (16 s for one log line).
 _URL_USERINFO = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^/\s:@]+)(?P<password>:[^/\s@]*)?@"
+    r"(?<![A-Za-z0-9+.\-])(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^/\s:@]+)(?P<password>:[^/\s@]*)?@"
 )
 
 
@@ -81,9 +84,33 @@ def mask_url_passwords(text: str) -> str:
     return _URL_USERINFO.sub(mask, text)
 
 
+# `name=value`, `name='value'` and `"name": "value"` in free text (sglang prints its
+# ServerArgs as `api_key='...'`; a URL's query `?access_token=...`): hidden when the
+# name is a secret one. A name starts only after a character that cannot be in one, so a
+# long word without `=` is tried once, not from each of its characters.
+_TEXT_ASSIGNMENT = re.compile(
+    r"""(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<q>["']?)"""
+    r"""(?:(?P<eq>\s*=\s*)(?P<value>'[^'\n]*'|"[^"\n]*"|[^\s,;&)'"]+)"""
+    r"""|(?P<colon>\s*:\s*)(?P<quoted>'[^'\n]*'|"[^"\n]*"))"""
+)
+_NO_VALUE = ("", "None", "null")  # sglang prints `api_key=None` when none is set
+
+
+def _hide_assigned(m: re.Match[str]) -> str:
+    value = m.group("value") or m.group("quoted")
+    bare = value.strip("'\"")
+    if not is_secret_name(m.group("name")) or bare in _NO_VALUE or bare == REDACTED:
+        return m.group(0)
+    quote = value[0] if value[0] in "'\"" else ""
+    shown = f"{quote}{REDACTED}{quote}"
+    return f"{m.group('name')}{m.group('q')}{m.group('eq') or m.group('colon')}{shown}"
+
+
 def redact_text(text: str) -> str:
-    """`text` with every credential-shaped substring replaced."""
-    return _URL_USERINFO.sub(_url_userinfo, _SECRET_VALUE.sub(REDACTED, text))
+    """`text` with every credential-shaped substring replaced, and the value assigned to
+    a secret name (`api_key='...'`)."""
+    text = _URL_USERINFO.sub(_url_userinfo, _SECRET_VALUE.sub(REDACTED, text))
+    return _TEXT_ASSIGNMENT.sub(_hide_assigned, text) if "=" in text or ":" in text else text
 
 
 def redact(data: Any) -> Any:
@@ -143,12 +170,25 @@ def secret_values(argv: Sequence[str] = (), env: Mapping[str, str] | None = None
 _MIN_SECRET_LEN = 4  # shorter "secrets" (`--api-key x`) would redact half of every log
 
 
+def redact_known(text: str, known: Iterable[str] = ()) -> str:
+    """`text` redacted (redact_text) and with each of the `known` secrets (what a command
+    line and an environment handed a child: `secret_values`) hidden too."""
+    hidden = redact_text(text)
+    for literal in _literals(known):
+        hidden = hidden.replace(literal, REDACTED)
+    return hidden
+
+
+def _literals(known: Iterable[str]) -> list[str]:
+    return sorted({k for k in known if k}, key=len, reverse=True)  # longest first
+
+
 def redact_files(*paths: Path, known: Iterable[str] = ()) -> None:
     """Files a tool had to read or write with credentials in them (uv's requirements and
     lock, a docker build context, a server's log) keep none once it is done: rewritten
     line by line with credential-shaped values and the `known` secrets hidden, so they
     stay for the user to read. A missing, linked or unreadable file is left alone."""
-    literals = sorted({k for k in known if k}, key=len, reverse=True)
+    literals = _literals(known)
     for path in paths:
         try:
             _redact_file(path, literals)
@@ -166,9 +206,7 @@ def _redact_file(path: Path, literals: list[str]) -> None:
     with path.open("r", encoding=enc, errors=err, newline="") as src, \
             tmp.open("x", encoding=enc, errors=err, newline="") as dst:  # fmt: skip
         for line in src:
-            hidden = redact_text(line)
-            for literal in literals:
-                hidden = hidden.replace(literal, REDACTED)
+            hidden = redact_known(line, literals)
             changed = changed or hidden != line
             dst.write(hidden)
     if changed:

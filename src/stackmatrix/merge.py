@@ -9,7 +9,6 @@ with code `artifact_missing`, so the report shows it instead of dropping it.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import hashlib
 import logging
 import os
@@ -19,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from stackmatrix import _nofollow, layout
+from stackmatrix import _nofollow, _piececopy, layout
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
 from stackmatrix.outcome import Fail, write
@@ -32,7 +31,6 @@ log = logging.getLogger(__name__)
 AGREE_ON = ("spec_name", "spec_hash", "stackmatrix_version", "baseline")
 # the run-level files every piece writes alike, taken from the first piece
 SHARED_FILES = (layout.SPEC_TOML, layout.PLAN_JSON, layout.WORKLOAD_JSONL, layout.WORKLOAD_JSON)
-LOG_COPY_LIMIT = 64 << 20  # the end of a server log is what tells why it stopped
 
 
 @dataclass(frozen=True)
@@ -182,12 +180,13 @@ def _fill(
         if source is None or source.is_symlink():
             _missing_artifact(out, cell_id, linked=source is not None)
             continue
-        copied = _nofollow.copy_tree(source, out.path / "cells" / cell_id, tail_of=_log_tail)
+        copied = _nofollow.copy_tree(source, out.path / "cells" / cell_id, copy=_piececopy.copy)
         for path in copied.skipped:
             log.warning("%s: a link or special file, not copied: merge never follows links", path)
             skipped.append(str(path))
         for path in copied.cut:
-            log.warning("%s: over %d MiB, only its end copied", path, LOG_COPY_LIMIT >> 20)
+            log.warning("%s: larger than merge copies (a server log: its last %d MiB), only a "
+                        "part copied", path, _piececopy.LOG_COPY_LIMIT >> 20)  # fmt: skip
     meta = replace(
         pieces[0].meta,
         cells=tuple(planned),
@@ -196,12 +195,6 @@ def _fill(
         updated=now_iso(),
     )
     out.write_json(layout.RUN_JSON, meta.to_dict())
-
-
-def _log_tail(relative: Path) -> int | None:
-    """A server log is copied as at most its last LOG_COPY_LIMIT bytes: a sparse or
-    runaway log would otherwise be written out whole."""
-    return LOG_COPY_LIMIT if fnmatch.fnmatch(relative.name, layout.SERVER_LOG_GLOB) else None
 
 
 def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:

@@ -21,6 +21,11 @@ WorkloadKind = Literal["random", "file"]
 Order = Literal["balanced", "interleaved", "sequential", "random"]
 ExecutorKind = Literal["local", "slurm"]
 
+MAX_LAUNCHES = 1000  # launches, rounds (per cell)
+# [report]'s bounds, which run.json's copy of it is held to as well
+CONFIDENCE_RANGE = (0.5, 0.999)
+MIN_EFFECT_RANGE = (0.0, 0.99)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Cell:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -127,3 +129,60 @@ def test_compacted_pieces_merge_into_the_same_run(
     merged = tmp_path / "merged"
     assert main(["merge", *map(str, pieces), "--output", str(merged)]) == 0
     assert _report(merged, tmp_path / "merged-report") == _report(run, tmp_path / "whole")
+
+
+def test_a_link_where_the_temporary_file_goes_is_never_written_through(
+    run: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("someone else's")
+    cell = run / "cells" / "cu128"
+    data = (cell / "check.json").read_bytes()
+    (cell / "check.json.gz.tmp").symlink_to(outside)
+    _script().compact(run)
+    assert outside.read_text() == "someone else's"
+    packed = cell / "check.json.gz"
+    assert not packed.is_symlink() and gzip.decompress(packed.read_bytes()) == data
+    assert (cell / "check.json.gz.tmp").is_symlink()  # not ours: left as it is
+
+
+def test_a_target_that_is_a_link_or_a_directory_is_refused_leaving_no_tmp(
+    run: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.gz"
+    outside.write_bytes(b"outside")
+    cell = run / "cells" / "cu128"
+    (cell / "check.json.gz").symlink_to(outside)
+    with pytest.raises(SystemExit, match=r"check\.json\.gz is there and is not a regular"):
+        _script().compact(run)
+    (cell / "check.json.gz").unlink()
+    log = sorted(cell.glob("server-L*.log"))[0]
+    (log.parent / f"{log.name}.gz").mkdir()
+    with pytest.raises(SystemExit, match=rf"{log.name}\.gz is there and is not a regular"):
+        _script().compact(run)
+    assert outside.read_bytes() == b"outside" and log.is_file()
+    assert not list(run.rglob("*.tmp"))
+
+
+def test_a_large_sparse_log_is_compressed_without_reading_it_whole(tmp_path: Path) -> None:
+    """A 512 MiB log under a 320 MiB address-space limit: read whole, it fails."""
+    log = tmp_path / "server-L1.log"
+    with log.open("wb") as fh:
+        fh.truncate(512 << 20)
+        fh.seek(0, 2)
+        fh.write(b"end\n")
+    script = str(ROOT / "scripts" / "compact-example.py")
+    code = (
+        "import resource, sys, importlib.util, pathlib\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (320 << 20, 320 << 20))\n"
+        f"spec = importlib.util.spec_from_file_location('c', {script!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(m.compress(pathlib.Path(sys.argv[1])))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    packed = tmp_path / "server-L1.log.gz"
+    assert not log.exists() and int(done.stdout) == packed.stat().st_size < 2 << 20
+    with packed.open("rb") as fh:
+        _, size = _script().unpacked(fh)
+    assert size == (512 << 20) + 4

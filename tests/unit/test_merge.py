@@ -1,6 +1,7 @@
 """merge on hand-built pieces: what it copies, what it refuses, and that it never
 follows a link or writes outside --output."""
 
+import gzip
 import json
 import os
 import resource
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stackmatrix import _piececopy
 from stackmatrix.cli import main
 from stackmatrix.errors import ResultsError
 from stackmatrix.merge import merge
@@ -275,3 +277,48 @@ def test_a_piece_of_a_newer_schema_version_is_refused(pieces, tmp_path, capsys, 
     assert rc == 3
     assert f"{pieces[1] / name} has schema_version 99" in capsys.readouterr().err
     assert not (tmp_path / "merged").exists()
+
+
+def test_a_server_log_left_in_clear_is_copied_redacted(pieces, tmp_path):
+    """A server killed with SIGKILL mid-bench leaves its log as it printed it (sglang's
+    ServerArgs with api_key): the merged copy, plain or compressed, hides it."""
+    cell = pieces[0] / "cells" / "base"
+    printed = b"ServerArgs(model_path='m', api_key='plain-key-7781', tp_size=8)\nready\n"
+    (cell / "server-L1.log").write_bytes(printed)
+    (cell / "server-L2.log.gz").write_bytes(gzip.compress(printed))
+    out = merge(pieces, tmp_path / "merged").path / "cells" / "base"
+    shown = b"ServerArgs(model_path='m', api_key='<redacted>', tp_size=8)\nready\n"
+    assert (out / "server-L1.log").read_bytes() == shown
+    assert gzip.decompress((out / "server-L2.log.gz").read_bytes()) == shown
+
+
+@pytest.mark.parametrize("name", ["server-L1.log.gz", "requests-L1-R1.jsonl.gz"])
+def test_a_sparse_compressed_file_is_copied_without_its_padding(pieces, tmp_path, name):
+    """300 MiB of zero padding (a few kB on disk) used to be written out whole."""
+    content = b"".join(b'{"line": %d, "api": "x"}\n' % i for i in range(1000))
+    packed = pieces[0] / "cells" / "base" / name
+    packed.write_bytes(gzip.compress(content))
+    with packed.open("ab") as fh:
+        fh.truncate(300 << 20)
+    with small_files(8 << 20):  # a whole copy fails (EFBIG) instead of filling the disk
+        out = merge(pieces, tmp_path / "merged").path
+    copied = out / "cells" / "base" / name
+    assert copied.stat().st_size < 64 << 10
+    assert gzip.decompress(copied.read_bytes()) == content
+
+
+def test_a_compressed_log_over_the_copy_limit_is_copied_as_its_end(pieces, tmp_path, monkeypatch):
+    monkeypatch.setattr(_piececopy, "LOG_COPY_LIMIT", 1000)
+    lines = b"".join(b"line %05d\n" % i for i in range(1000))
+    (pieces[0] / "cells" / "base" / "server-L1.log.gz").write_bytes(gzip.compress(lines))
+    out = merge(pieces, tmp_path / "merged").path / "cells" / "base" / "server-L1.log.gz"
+    first, rest = gzip.decompress(out.read_bytes()).split(b"\n", 1)
+    assert b"was 11000 bytes; only its last 0 MiB were copied" in first
+    assert rest == lines[-1000:]
+
+
+def test_a_damaged_compressed_file_is_copied_as_it_is(pieces, tmp_path):
+    damaged = gzip.compress(b"x" * 5000)[:-7]
+    (pieces[0] / "cells" / "base" / "requests-L1-R1.jsonl.gz").write_bytes(damaged)
+    out = merge(pieces, tmp_path / "merged").path / "cells" / "base"
+    assert (out / "requests-L1-R1.jsonl.gz").read_bytes() == damaged

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+import pytest
 
 from stackmatrix._secrets import (
     CREDENTIAL_NAME_PATTERN,
     MORE_CREDENTIAL_NAME_PATTERN,
     REDACTED,
     is_secret_name,
+    is_secret_value,
     redact,
     redact_argv,
     redact_files,
@@ -145,3 +149,28 @@ def test_more_credential_names_and_words_that_only_look_like_one() -> None:
             "pass_rate", "credit", "keyfile", "tokenizer_path"]  # fmt: skip
     assert [k for k in hidden if not is_secret_name(k)] == []
     assert [k for k in kept if is_secret_name(k)] == []
+
+
+def test_a_value_assigned_to_a_secret_name_in_text_is_hidden() -> None:
+    line = (
+        "ServerArgs(model_path='m', api_key='plain-key', tp_size=8, hf_token=None, "
+        'admin_api_key="zz-top") {"auth_token": "abc"} GET /x?access_token=q1&y=2 '
+        "tokenizer_path=/tok max_total_tokens=5"
+    )
+    assert redact_text(line) == (
+        f"ServerArgs(model_path='m', api_key='{REDACTED}', tp_size=8, hf_token=None, "
+        f'admin_api_key="{REDACTED}") {{"auth_token": "{REDACTED}"}} '
+        f"GET /x?access_token={REDACTED}&y=2 tokenizer_path=/tok max_total_tokens=5"
+    )
+
+
+def test_a_url_password_is_a_secret_value() -> None:
+    assert is_secret_value("https://otel:pw1234@collector:4317")
+    assert not is_secret_value("https://collector:4317/v1")
+
+
+@pytest.mark.parametrize("text", ["a" * 200_000 + "=", "a" * 200_000 + "://", "x:" * 100_000])
+def test_a_long_word_is_redacted_in_linear_time(text: str) -> None:
+    started = time.monotonic()
+    assert redact_text(text) == text
+    assert time.monotonic() - started < 2.0  # 200 kB of letters took over a minute

@@ -9,7 +9,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from stackmatrix.bench._sse import ResponseError, StatusError, post_lines
 from stackmatrix.bench.workload import BenchRequest
@@ -199,6 +199,30 @@ class _StreamState:
         return False
 
 
+def _first_choice(obj: dict[str, Any], data: bytes) -> dict[str, Any]:
+    """The event's first choice ({} when it has none): an event of another shape fails
+    its request, never the round."""
+    choices = obj.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices[:1]):
+        raise StreamError(f"malformed SSE data (choices not a list of objects): {data[:80]!r}")
+    return choices[0] if choices else {}
+
+
+MAX_COUNT = 1 << 40  # tokens of one request: more is not a count a server sends
+
+
+def _count(usage: dict[str, Any], key: str) -> int | None:
+    """A token count of `usage` (None when absent); anything but a whole number from 0
+    to MAX_COUNT (a list, true, -1, 1e400) fails the request."""
+    value = usage.get(key)
+    if value is None:
+        return None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 <= value <= MAX_COUNT or value != int(value):
+        raise StreamError(f"malformed SSE data: usage {key} is {str(value)[:40]}, not a count")
+    return int(value)
+
+
 def _chunk(data: bytes, rec: RequestRecord, start: float, last: float, now: float) -> float:
     """Account one SSE event; returns the time of the latest content chunk."""
     try:
@@ -209,25 +233,23 @@ def _chunk(data: bytes, rec: RequestRecord, start: float, last: float, now: floa
         raise StreamError(f"malformed SSE data (not an object): {data[:80]!r}")
     if "error" in obj:
         raise StreamError(f"server error in stream: {str(obj['error'])[:ERROR_TEXT_LIMIT]}")
-    choices = obj.get("choices") or []
-    if choices:
-        choice = choices[0]
-        if choice.get("text"):
-            if rec.ttft_s is None:
-                rec.ttft_s = now - start
-            else:
-                rec.itl_s.append(now - last)
-            rec.content_chunks += 1
-            last = now
-        if choice.get("finish_reason"):
-            rec.finish_reason = str(choice["finish_reason"])
+    choice = _first_choice(obj, data)
+    if choice.get("text"):
+        if rec.ttft_s is None:
+            rec.ttft_s = now - start
+        else:
+            rec.itl_s.append(now - last)
+        rec.content_chunks += 1
+        last = now
+    if choice.get("finish_reason"):
+        rec.finish_reason = str(choice["finish_reason"])
     usage = obj.get("usage")
-    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
-        rec.output_tokens = int(usage["completion_tokens"])
+    if isinstance(usage, dict) and (tokens := _count(usage, "completion_tokens")) is not None:
+        rec.output_tokens = tokens
         rec.output_tokens_source = "usage"
-        if usage.get("prompt_tokens") is not None:
-            rec.prompt_tokens = int(usage["prompt_tokens"])
+        if (prompt := _count(usage, "prompt_tokens")) is not None:
+            rec.prompt_tokens = prompt
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-            rec.cached_tokens = int(details["cached_tokens"])
+            rec.cached_tokens = _count(details, "cached_tokens")
     return last

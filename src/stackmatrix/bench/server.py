@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackmatrix import _proc
-from stackmatrix._secrets import redact_files, secret_values
+from stackmatrix._secrets import redact_files, redact_known, secret_values
 from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
 from stackmatrix.build.backends import Backend, get_backend
@@ -75,6 +75,12 @@ class RunningServer:
     proc: subprocess.Popen[bytes] | None = None  # None for an external server
     ready_s: float | None = None  # seconds from its start to ready (None: not started by us)
     teardown: Teardown = field(default_factory=Teardown)
+    secrets: frozenset[str] = frozenset()  # what its argv and env handed it, never quoted
+
+    def last_lines(self) -> str:
+        """The end of its log, secrets hidden: the log itself is redacted only once the
+        server has stopped, and this is quoted into messages before then."""
+        return log_tail(self.log_path, known=self.secrets)
 
     def alive(self) -> bool:
         return self.proc is None or self.proc.poll() is None
@@ -83,7 +89,7 @@ class RunningServer:
         rc = self.proc.poll() if self.proc is not None else None
         return (
             f"the server exited with code {rc} during the run; last lines of "
-            f"{self.log_path}:\n{log_tail(self.log_path)}"
+            f"{self.log_path}:\n{self.last_lines()}"
         )
 
 
@@ -124,12 +130,19 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def log_tail(path: Path, lines: int = 30) -> str:
+TAIL_BYTES = 64 << 10  # of a log, for its last lines: a runaway log is never read whole
+
+
+def log_tail(path: Path, lines: int = 30, *, known: Iterable[str] = ()) -> str:
+    """The last `lines` of the log at `path`, with credential-shaped values and the
+    `known` secrets hidden (sglang prints its ServerArgs, `api_key` included)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - TAIL_BYTES))
+            text = fh.read(TAIL_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+    return redact_known("\n".join(text.splitlines()[-lines:]), known)
 
 
 @contextlib.contextmanager
@@ -204,14 +217,15 @@ def _launch_once(
         port=port, model=model, gpus=gpus,
     )  # fmt: skip
     argv = command.argv
+    nonce = leftovers.new_nonce()  # the live record's proof that a leftover is ours
     server = RunningServer(
         base_url=f"http://127.0.0.1:{port}",
         argv=tuple(argv),
         launch_args=tuple(args),
         log_path=log_path,
+        secrets=frozenset(secret_values(argv, environment.env) | {nonce}),
     )
     started = time.monotonic()
-    nonce = leftovers.new_nonce()  # the live record's proof that a leftover is ours
     server.proc = _start(
         argv, {**command.env, **environment.env, leftovers.NONCE_ENV: nonce}, log_path
     )
@@ -232,7 +246,7 @@ def _launch_once(
             if live is not None and server.proc.poll() is not None:
                 live.unlink(missing_ok=True)
             # engines print their arguments back (sglang: ServerArgs, api_key included)
-            redact_files(log_path, known=secret_values(argv, environment.env) | {nonce})
+            redact_files(log_path, known=server.secrets)
 
 
 def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -247,7 +261,7 @@ def wait_ready(server: RunningServer, engine: Engine, timeout_s: float) -> None:
         if server.proc is not None and server.proc.poll() is not None:
             raise ServerFailed(
                 f"the server exited with code {server.proc.returncode} before it was ready; "
-                f"last lines of {server.log_path}:\n{log_tail(server.log_path)}"
+                f"last lines of {server.log_path}:\n{server.last_lines()}"
             )
         for path in engine.ready_paths:
             status, _ = _http.get(server.base_url + path, timeout_s=5.0)
@@ -258,7 +272,7 @@ def wait_ready(server: RunningServer, engine: Engine, timeout_s: float) -> None:
                 f"the server at {server.base_url} was not ready after {timeout_s:g} s "
                 f"(probed {', '.join(engine.ready_paths)}); raise bench.ready_timeout_s if "
                 f"it is still loading. Last lines of {server.log_path}:\n"
-                f"{log_tail(server.log_path)}"
+                f"{server.last_lines()}"
             )
         time.sleep(POLL_S)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc, engine_registry
+from stackmatrix._secrets import redact
 from stackmatrix.check import relevance
 from stackmatrix.findings import Finding, Severity
 
@@ -72,10 +73,19 @@ def parse_output(text: str) -> dict[str, Any]:
     for line in reversed(text.splitlines()):
         if line.startswith(MARKER):
             data: dict[str, Any] = json.loads(line[len(MARKER) :])
-            return data
+            return _without_secrets(data)
     raise ProbeFailed(
         "the probe printed no result; its output ends with:\n" + "\n".join(text.splitlines()[-15:])
     )
+
+
+def _without_secrets(data: dict[str, Any]) -> dict[str, Any]:
+    """The script hides variables by name only (it imports nothing of ours); a value with
+    a credential's shape (a URL's password, an `hf_` token) is hidden here, before the
+    data is recorded in check.json."""
+    if isinstance(data.get("env"), dict):
+        data["env"] = redact(data["env"])
+    return data
 
 
 def run_probe(

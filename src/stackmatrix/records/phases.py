@@ -9,6 +9,7 @@ from stackmatrix.findings import Severity
 from stackmatrix.records._read import JSONObject, JSONValue, decode, problem, written
 from stackmatrix.records.bench import BenchData
 from stackmatrix.results import PhaseResult
+from stackmatrix.spec_model import MAX_LAUNCHES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +77,19 @@ def data_problem(phase: str, raw: object, where: str = "data") -> str | None:
             said = "a list" if kind is list else "an object"
             shown = "" if isinstance(value, dict | list) else f" {value!r:.40}"
             return f"{where}.{path} is {type(value).__name__}{shown}, not {said}"
+    return _launch_plan_problem(raw, where) if record is BenchData else None
+
+
+def _launch_plan_problem(raw: Mapping[str, object], where: str) -> str | None:
+    """An adaptive plan's `min` and `max` launches are counts a spec allows (1 to
+    MAX_LAUNCHES): 2**60 would make a look count no loop should run to."""
+    plan = raw.get("launch_plan")
+    for key in ("min", "max"):
+        value = plan.get(key) if isinstance(plan, dict) else None
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_LAUNCHES
+        if value is not None and not ok:
+            shown = f"{value!r:.40}"
+            return f"{where}.launch_plan.{key} is {shown}, not a count from 1 to {MAX_LAUNCHES}"
     return None
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.records._read import JSONObject, JSONValue, decode, problem
 from stackmatrix.results import RunDir
+from stackmatrix.spec_model import CONFIDENCE_RANGE, MIN_EFFECT_RANGE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,12 +87,24 @@ class RunRecord:
         return {k: v for k, v in out.items() if k in _RUN_ALWAYS or v is not None} | self.extra
 
 
+def _out_of_range(report: object) -> str | None:
+    """A `report` value outside the bounds a spec's [report] has (confidence 1.0 or NaN
+    would make no interval, min_effect -1 divides by zero)."""
+    if not isinstance(report, dict):
+        return None
+    for key, (low, high) in (("confidence", CONFIDENCE_RANGE), ("min_effect", MIN_EFFECT_RANGE)):
+        value = report.get(key)
+        if isinstance(value, int | float) and not low <= value <= high:
+            return f"report.{key} is {value!r:.40}, outside {low} to {high} (a spec's bounds)"
+    return None
+
+
 def read_run_json(run: RunDir) -> JSONObject:
     """RUN/run.json as read; raises ResultsError when it is absent, a value does not
     fit its RunRecord field (a corrupt or hand-edited file) or a cell id is not one a
     spec could define (it would be a path outside the results)."""
     raw = run.read_run()
-    why = problem(RunRecord, raw)
+    why = problem(RunRecord, raw) or _out_of_range(raw.get("report"))
     if why:
         raise run.corrupt_run(why)
     cells = raw.get("cells")

@@ -6,13 +6,12 @@ report says so per cell and never stops because of it.
 
 from __future__ import annotations
 
-import gzip
+import contextlib
 import io
 import logging
 import os
-import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -234,7 +233,7 @@ def _load_cell(path: Path, cell_id: str, planned: PlanCell | None) -> CellResult
             log.warning("cell %s: cannot read its %s result: %s", cell_id, phase, found)
         elif found is not None:
             phases[phase] = found
-    return CellResults(
+    cell = CellResults(
         id=cell_id,
         path=path,
         content_hash=planned.content_hash if planned else None,
@@ -248,6 +247,16 @@ def _load_cell(path: Path, cell_id: str, planned: PlanCell | None) -> CellResult
         problems=tuple(problems),
         unreadable=unreadable,
     )
+    return replace(cell, problems=(*problems, *_request_problems(cell)))
+
+
+def _request_problems(cell: CellResults) -> list[str]:
+    found = []
+    for path in cell.request_files():
+        with contextlib.suppress(OSError):  # a file gone or unreadable is read as none
+            if (why := requests_problem(path, path.lstat().st_size)) is not None:
+                found.append(why)
+    return found
 
 
 def _read_phase(cell_dir: CellDir, phase: str) -> PhaseResult | str | None:
@@ -283,14 +292,31 @@ def read_requests(path: Path) -> Iterator[JSONObject]:
     """Per-request records of one round (bad lines, too deep ones included, are skipped:
     they are not results),
     plain or gzip-compressed (`.gz`); at most REQUESTS_LIMIT bytes are read, so a
-    compressed file that expands without end is cut short, not read to the end."""
+    compressed file that expands without end is cut short, not read to the end, and a
+    compressed file larger than that on disk is not read (requests_problem)."""
     fd = _nofollow.open_regular(path)
     with os.fdopen(fd, "rb") as raw:
-        stream: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
+        if (why := requests_problem(path, os.fstat(raw.fileno()).st_size)) is not None:
+            log.warning("request records %s not read: %s", path, why)
+            return
+        stream: io.BufferedIOBase = raw
+        if path.suffix == layout.COMPRESSED_SUFFIX:
+            stream = io.BufferedReader(_nofollow.ChunkReader(_nofollow.gunzip(raw, path)))
         try:
             yield from _records(stream)
-        except (OSError, EOFError, zlib.error) as exc:  # a damaged .gz ends its records
-            log.warning("request records %s end early: %s", path, exc)
+        except ResultsError as exc:  # a damaged .gz ends its records
+            log.warning("request records %s end early: %s", path, exc.message)
+
+
+def requests_problem(path: Path, size: int) -> str | None:
+    """Why a request file of `size` bytes on disk is not read: a compressed one larger
+    than REQUESTS_LIMIT (its sparse holes or zero padding would be read to its end)."""
+    if path.suffix != layout.COMPRESSED_SUFFIX or size <= REQUESTS_LIMIT:
+        return None
+    return (
+        f"{path.name} is too large: {size} bytes compressed, over {REQUESTS_LIMIT >> 20} MiB; "
+        "its records are not read (replace it with the file from the run)"
+    )
 
 
 def _records(stream: io.BufferedIOBase) -> Iterator[JSONObject]:

@@ -18,7 +18,6 @@ from stackmatrix.spec.bench import (
     BENCH_KEYS,
     GENERATED_MODELS,
     MAX_CLIENT_WORKERS,
-    MAX_LAUNCHES,
     MAX_POINTS,
     MAX_PROMPTS,
     MAX_TOKENS,
@@ -29,6 +28,7 @@ from stackmatrix.spec.bench import (
 from stackmatrix.spec.cells import CELL_KEYS, LIST_FIELDS, MAX_CELLS
 from stackmatrix.spec.parse import MAX_SPEC_BYTES, TOP_KEYS, load_spec, parse_spec
 from stackmatrix.spec.report import REPORT_KEYS, parse_fail_on
+from stackmatrix.spec_model import MAX_LAUNCHES
 
 __all__ = [
     "BENCH_KEYS",

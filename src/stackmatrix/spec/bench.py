@@ -23,14 +23,13 @@ from stackmatrix.spec._values import (
     get_table,
     or_default,
 )
-from stackmatrix.spec_model import ENGINES, METRICS, Bench, LoadPoint, Workload
+from stackmatrix.spec_model import ENGINES, MAX_LAUNCHES, METRICS, Bench, LoadPoint, Workload
 
 BENCH_KEYS = tuple(f.name for f in fields(Bench))
 WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))
 
 # Resource bounds: the workload is generated up front; each
 # bound is far above any real matrix.
-MAX_LAUNCHES = 1000  # launches, rounds (per cell)
 MAX_TOKENS = 1 << 20  # input_len, output_len (one request)
 MAX_PROMPTS = 1_000_000  # num_prompts, warmup, max_concurrency
 # num_prompts x input_len, generated before the bench: summed over the headline and

@@ -17,7 +17,13 @@ from stackmatrix.spec._values import (
     get_table,
     or_default,
 )
-from stackmatrix.spec_model import FAIL_ON, METRICS, ReportPolicy
+from stackmatrix.spec_model import (
+    CONFIDENCE_RANGE,
+    FAIL_ON,
+    METRICS,
+    MIN_EFFECT_RANGE,
+    ReportPolicy,
+)
 
 REPORT_KEYS = tuple(f.name for f in fields(ReportPolicy))
 
@@ -33,8 +39,12 @@ def parse_report(raw: Mapping[str, Any], p: Problems) -> ReportPolicy:
             p.add(join("report.fail_on", i), f"{item!r} is not one of {', '.join(FAIL_ON)}")
     return ReportPolicy(
         headline=headline,
-        confidence=or_default(get_float(r, "confidence", "report", p, 0.5, 0.999), d.confidence),
-        min_effect=or_default(get_float(r, "min_effect", "report", p, 0.0, 0.99), d.min_effect),
+        confidence=or_default(
+            get_float(r, "confidence", "report", p, *CONFIDENCE_RANGE), d.confidence
+        ),
+        min_effect=or_default(
+            get_float(r, "min_effect", "report", p, *MIN_EFFECT_RANGE), d.min_effect
+        ),
         fail_on=tuple(fail_on),
         explain=check_bool(r.get("explain", d.explain), "report.explain", p),
         explain_rounds=check_int(

@@ -210,3 +210,36 @@ def test_connection_refused_is_a_recorded_error():
     opts = ClientOptions(base_url=f"http://127.0.0.1:{free_port()}", model="m")
     outcome = asyncio.run(run_round_async(_reqs(2), opts))
     assert all(not r.ok and "Connect" in (r.error or "") for r in outcome.records)
+
+
+BAD_EVENTS = {
+    "p0": b'{"choices": 5}',
+    "p1": b'{"choices": ["x"]}',
+    "p2": b'{"choices": [{"text": "x"}], "usage": {"completion_tokens": [1, 2]}}',
+    "p3": b'{"choices": [{"text": "x"}], "usage": {"completion_tokens": 1e400}}',
+    "p4": b'{"choices": [{"text": "x"}], "usage": {"completion_tokens": 3, "prompt_tokens": -1}}',
+    "p5": b'{"choices": [{"text": "x"}], "usage": {"completion_tokens": true}}',
+}
+
+
+async def _bad_event(request: web.Request) -> web.StreamResponse:
+    """One request of the round gets a well-formed answer, each other one bad event."""
+    body = await request.json()
+    if body["prompt"] not in BAD_EVENTS:
+        return await _timed(request)
+    resp = web.StreamResponse()
+    await resp.prepare(request)
+    await resp.write(b"data: " + BAD_EVENTS[body["prompt"]] + b"\n\ndata: [DONE]\n\n")
+    return resp
+
+
+def test_a_bad_event_fails_its_request_not_the_round():
+    async def go(url):
+        opts = ClientOptions(base_url=url, model="m", max_concurrency=8)
+        return await run_round_async(_reqs(len(BAD_EVENTS) + 1), opts)
+
+    outcome, _, _ = asyncio.run(_serve(_bad_event, go))
+    *bad, good = sorted(outcome.records, key=lambda r: r.index)
+    assert good.ok and good.output_tokens == 5, good.error
+    for rec in bad:
+        assert not rec.ok and (rec.error or "").startswith("malformed SSE data"), rec.error

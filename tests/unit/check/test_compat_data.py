@@ -111,6 +111,26 @@ def test_probe_runs_without_stackmatrix_and_redacts(monkeypatch: pytest.MonkeyPa
     assert "s3cret" not in json.dumps(data)
 
 
+def test_probe_env_hides_secret_values_under_innocent_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A URL password or a token's shape is a secret whatever the variable is called."""
+    _without_behaviour_env(monkeypatch)
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmN"
+    env = {
+        "SGLANG_OTLP_ENDPOINT": "https://otel:hunter2pass@collector.example:4317",
+        "PYTORCH_HUB_CONFIG": f"x {token} y",
+        "NCCL_DEBUG": "INFO",
+    }
+    data = probe.run_probe([sys.executable, "-I"], modules=["json"], env=env)
+    assert data["env"] == {
+        "NCCL_DEBUG": "INFO",
+        "PYTORCH_HUB_CONFIG": "x <redacted> y",
+        "SGLANG_OTLP_ENDPOINT": "https://otel:<redacted>@collector.example:4317",
+    }
+    assert "hunter2pass" not in json.dumps(data) and token not in json.dumps(data)
+
+
 def test_probe_env_adds_to_ours(monkeypatch: pytest.MonkeyPatch) -> None:
     """A cell's env is laid over the environment that runs stackmatrix, never put in
     its place: the docker backend's probe is the docker CLI, which finds its engine

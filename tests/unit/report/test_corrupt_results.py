@@ -65,6 +65,10 @@ RUN_JSON: dict[str, Callable[[Path], object]] = {
     "cells = 5": lambda p: edit(p, lambda d: d.update(cells=5)),
     "report = 5": lambda p: edit(p, lambda d: d.update(report=5)),
     "a directory": replace_with_directory,
+    "confidence 1.0": lambda p: edit(p, lambda d: d["report"].update(confidence=1.0)),
+    "confidence NaN": lambda p: edit(p, lambda d: d["report"].update(confidence=float("nan"))),
+    "confidence 2": lambda p: edit(p, lambda d: d["report"].update(confidence=2)),
+    "min_effect -1": lambda p: edit(p, lambda d: d["report"].update(min_effect=-1)),
 }
 CELL_FILES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "launches = 5": (BENCH, lambda p: edit(p, lambda d: d["data"].update(launches=5))),
@@ -76,6 +80,10 @@ CELL_FILES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "bad status": (BENCH, lambda p: edit(p, lambda d: d.update(status="weird"))),
     "data = 5": (BENCH, lambda p: edit(p, lambda d: d.update(data=5))),
     "bench a list": (BENCH, lambda p: p.write_text("[1]")),
+    "launch_plan max 2**60": (
+        BENCH,
+        lambda p: edit(p, lambda d: d["data"].update(launch_plan={"min": 2, "max": 2**60})),
+    ),
     "lock = 5": ("cells/a/build.json", lambda p: edit(p, lambda d: d["data"].update(lock=5))),
 }
 RUN_FILES: dict[str, tuple[str, Callable[[Path], object]]] = {

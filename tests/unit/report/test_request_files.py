@@ -3,6 +3,7 @@ compressed file cannot make it read without end."""
 
 import gzip
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,24 @@ def test_a_damaged_compressed_file_ends_its_records(tmp_path: Path) -> None:
     bad.write_bytes(data[: len(data) // 2])
     got = list(read_requests(bad))
     assert 0 < len(got) < len(RECORDS) * 200
+
+
+def test_a_sparse_compressed_file_is_too_large_at_once(tmp_path: Path) -> None:
+    """64 GiB of zero padding after the records (72 kB on disk): the report used to read
+    it to its end (gzip skips padding a byte at a time), and never ended."""
+    rd = results(tmp_path)
+    plain = rd / "cells" / "a" / "requests-L0-R0.jsonl"
+    packed = plain.parent / f"{plain.name}.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    with packed.open("ab") as fh:
+        fh.truncate(64 << 30)
+    started = time.monotonic()
+    cell = _cell(rd, "a")
+    assert list(read_requests(packed)) == []
+    assert time.monotonic() - started < 5.0
+    [why] = [p for p in cell.problems if "requests-L0-R0.jsonl.gz" in p]
+    assert "is too large" in why and "not read" in why
 
 
 def _cell(rd: Path, cell_id: str):  # type: ignore[no-untyped-def]
