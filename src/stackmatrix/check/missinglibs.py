@@ -63,11 +63,6 @@ def system_packages() -> dict[str, str]:
     return {str(k): str(v) for k, v in _data.load("system_libs.toml")["library"].items()}
 
 
-def image_packages() -> tuple[str, ...]:
-    """The packages the CUDA cell template installs for the serving engine."""
-    return tuple(str(p) for p in _data.load("system_libs.toml")["image"]["packages"])
-
-
 def lib_findings(
     closure: Closure,
     relpath: str,

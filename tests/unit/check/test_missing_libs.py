@@ -6,6 +6,7 @@ with gcc (-nostdlib: their only DT_NEEDED are the ones each test names)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +20,7 @@ from stackmatrix.check.inventory import read_inventory
 from stackmatrix.check.static import CheckOutcome, static_check
 from stackmatrix.findings import Finding, Severity
 
+REPO = Path(__file__).resolve().parents[3]
 MULTIARCH = "usr/lib/x86_64-linux-gnu"
 SITE = "opt/stackmatrix/venv/lib/python3.11/site-packages"
 
@@ -182,3 +184,42 @@ def test_a_docker_cell_is_judged_as_its_images_userland(tmp_path: Path) -> None:
     assert [f.code for f in outcome.findings if f.severity is Severity.FAIL] == [
         "SM-LIB-IMAGE-MISSING"
     ]
+
+
+def _template_packages() -> list[str]:
+    """The serving engine's packages that the CUDA cell template installs."""
+    text = (REPO / "dockerfiles" / "system-python.sh").read_text()
+    m = re.search(r'^serving="([^"]+)"$', text, re.M)
+    assert m is not None and "ca-certificates $serving" in text
+    return m.group(1).split()
+
+
+def _image_from_packages(tmp_path: Path, packages: list[str]) -> tuple[Path, Path]:
+    """An image whose /usr/lib holds the libraries of `packages` (by the table), and
+    sgl-kernel's common_ops needing libnuma.so.1 and libibverbs.so.1."""
+    root = tmp_path / "rootfs"
+    site = root / SITE
+    needs = {"libnuma.so.1": "numa_available", "libibverbs.so.1": "ibv_get_device_list"}
+    _extension(site / "sgl_kernel" / "sm90" / "common_ops.abi3.so", tmp_path, needs)
+    for soname, package in missinglibs.system_packages().items():
+        if package in packages:
+            symbol = needs.get(soname, "f_" + re.sub(r"\W", "_", soname))
+            _library(root / MULTIARCH, soname, symbol, tmp_path)
+    return root, site
+
+
+def test_the_cuda_templates_image_serves_and_without_libnuma1_it_does_not(
+    tmp_path: Path,
+) -> None:
+    packages = _template_packages()
+    root, site = _image_from_packages(tmp_path / "full", packages)
+    assert _static(root, site, "image").verdict == "compatible"
+    root, site = _image_from_packages(
+        tmp_path / "trimmed", [p for p in packages if p != "libnuma1"]
+    )
+    outcome = _static(root, site, "image")
+    assert outcome.verdict == "incompatible"
+    (finding,) = outcome.findings
+    assert (finding.code, finding.details["library"], finding.details["package"]) == (
+        "SM-LIB-IMAGE-MISSING", "libnuma.so.1", "libnuma1",
+    )  # fmt: skip
