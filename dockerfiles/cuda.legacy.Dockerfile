@@ -1,7 +1,9 @@
 # stackmatrix cell image on an NVIDIA CUDA base (nvidia/cuda:<ver>-cudnn-devel-ubuntu24.04).
 # The CUDA toolkit, cuDNN, nvcc (flashinfer JIT-compiles with it) and the system
-# libraries come from the base; python3 comes from the distribution (Ubuntu 24.04:
-# 3.12, so cells on these bases use python = "3.12"); the pins come from the cell.
+# libraries come from the base; python3 and the serving engine's system libraries
+# (libnuma1, the RDMA userland: system-python.sh) come from the distribution (Ubuntu
+# 24.04's python3 is 3.12, so cells on these bases use python = "3.12"); the pins come
+# from the cell.
 # Legacy-builder variant (DOCKER_BUILDKIT=0, no mounts): the venv is built in a
 # throw-away stage, so the final image holds the system stage plus the venv only.
 #

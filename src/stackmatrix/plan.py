@@ -19,7 +19,7 @@ from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.spec_model import Cell, Spec
 
 # Bump when the way environments are built changes, so old environments are rebuilt.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 ENV_FIELDS = (
     "python", "cuda", "backend", "base_image", "pins", "index_url",
     "extra_index_urls", "find_links", "torch_backend", "ca_certs",

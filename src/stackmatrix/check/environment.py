@@ -17,6 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from stackmatrix import _proc
+from stackmatrix.build.backends import get_backend
 from stackmatrix.build.base import Environment
 from stackmatrix.check import _data, driver, libs, nvcc, probe, relevance, scancache
 from stackmatrix.check.cudamajor import cell_cuda_findings
@@ -24,6 +25,7 @@ from stackmatrix.check.features import feature_findings
 from stackmatrix.check.importpath import import_path
 from stackmatrix.check.inventory import Inventory, read_inventory
 from stackmatrix.check.jitcuda import jit_cache_findings
+from stackmatrix.check.missinglibs import Userland
 from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
@@ -133,6 +135,7 @@ def _static_scan(
         targets=targets,
         resolve=True,
         host_has_driver=host_has_driver,
+        userland=userland_of(environment),
         interrupted=_proc.interrupted,
     )
     scan = StaticScan(inventory=inventory, findings=outcome.findings, data=outcome.data)
@@ -141,6 +144,16 @@ def _static_scan(
     if not _proc.interrupted():  # a scan cut short by Ctrl-C is not the environment's
         scancache.store(cache, key, scan)
     return scan, "miss"
+
+
+def userland_of(environment: Environment) -> Userland:
+    """Where the cell's server finds its system libraries: this host, or the image whose
+    container it runs in (a backend whose interpreter does not run on this host)."""
+    try:
+        on_host = get_backend(environment.backend).on_host
+    except ValueError:  # a build.json of a backend this version does not know
+        on_host = environment.image is None
+    return "host" if on_host else "image"
 
 
 def _serving_path(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from stackmatrix.check import coverage, libs, symbols
+from stackmatrix.check import coverage, libs, missinglibs, symbols
 from stackmatrix.check._elffile import is_elf
 from stackmatrix.check.inventory import Inventory
 from stackmatrix.check.scan import ExtensionScan, scan_extension
@@ -123,11 +123,14 @@ def cuda_majors_of(r: ExtResult) -> set[int]:
 # --- findings -------------------------------------------------------------------------
 
 
-def own_findings(r: ExtResult, cell: str | None, host_has_driver: bool) -> list[Finding]:
-    """What one extension's libraries and symbols lack (libs.py, symbols.py)."""
-    return libs.lib_findings(r.closure.missing, r.relpath, cell, host_has_driver) + (
-        symbols.symbol_findings(r.report, r.versions, r.closure, r.relpath, cell)
+def own_findings(
+    r: ExtResult, cell: str | None, host_has_driver: bool, owners: missinglibs.Owners
+) -> list[Finding]:
+    """What one extension's libraries and symbols lack (missinglibs.py, symbols.py)."""
+    found = missinglibs.lib_findings(
+        r.closure, r.relpath, cell, host_has_driver=host_has_driver, owners=owners
     )
+    return found + symbols.symbol_findings(r.report, r.versions, r.closure, r.relpath, cell)
 
 
 def optional(findings: list[Finding], feature: str) -> list[Finding]:

@@ -30,11 +30,16 @@ _MAX_LINK_HOPS = 40
 _CUDA_SONAME = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti)\.so\.(\d+)$")
 DRIVER_LIBS = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
 # libraries that wheels of the stack provide (torch, nvidia-*, their vendored copies);
-# anything else a needed closure lacks is the host's or the base image's to provide
+# what else a needed closure lacks is another wheel's or the system's (missinglibs.py)
 _STACK_LIB = re.compile(
     r"^lib(?:c10|torch|shm|cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse|cudnn|nccl|"
     r"nvrtc|nvJitLink|cupti|nvToolsExt|cufile|nvshmem|cusparseLt|mscclpp)"
 )
+
+
+def is_stack_lib(soname: str) -> bool:
+    """A library that the wheels of the CUDA/torch stack provide."""
+    return _STACK_LIB.match(soname) is not None
 
 
 def cuda_major_of_soname(soname: str) -> int | None:
@@ -54,6 +59,9 @@ class Closure(NamedTuple):
 
     resolved: dict[str, Path]  # soname -> host path
     missing: dict[str, Path]  # soname -> first object needing it
+    # missing soname -> the RPATH/RUNPATH directories (host paths) its first needer
+    # named for it: where a wheel expected its own library
+    looked_in: Mapping[str, tuple[Path, ...]] = {}
 
 
 def in_root(root: Path, path: str | Path) -> Path:
@@ -248,6 +256,7 @@ def needed_closure(path: Path, ctx: SearchContext, index: LibraryIndex) -> Closu
         return Closure(resolved={}, missing={})
     resolved: dict[str, Path] = {}
     missing: dict[str, Path] = {}
+    looked_in: dict[str, tuple[Path, ...]] = {}
     queue: list[tuple[LibInfo, tuple[Path, ...]]] = [(root_info, ())]
     while queue:
         obj, inherited = queue.pop(0)
@@ -261,67 +270,24 @@ def needed_closure(path: Path, ctx: SearchContext, index: LibraryIndex) -> Closu
             found = resolve_one(name, obj, ctx, index, inherited)
             if found is None:
                 missing[name] = obj.path
+                looked_in[name] = _elf_search_dirs(obj, ctx, inherited)
                 continue
             resolved[name] = found
             info = index.info(found)
             if info is not None:
                 queue.append((info, inherited + own))
-    return Closure(resolved=resolved, missing=missing)
+    return Closure(resolved=resolved, missing=missing, looked_in=looked_in)
+
+
+def _elf_search_dirs(
+    obj: LibInfo, ctx: SearchContext, inherited: Sequence[Path]
+) -> tuple[Path, ...]:
+    dyn, origin = obj.dynamic, obj.path.parent
+    rpath = () if dyn.runpath else (*_elf_dirs(dyn.rpath, origin, ctx), *inherited)
+    return (*rpath, *_elf_dirs(dyn.runpath, origin, ctx))
 
 
 # --- findings -------------------------------------------------------------------------
-
-
-def lib_findings(
-    missing: Mapping[str, Path], relpath: str, cell: str | None, host_has_driver: bool
-) -> list[Finding]:
-    """SM-DRIVER-LIB-ABSENT, SM-LIB-MISSING, SM-LIB-HOST-MISSING: what the needed
-    closure of the extension `relpath` lacks (soname -> first object needing it)."""
-    out: list[Finding] = []
-    for name, by in sorted(missing.items()):
-        code, severity, message = _missing_lib(name, relpath, host_has_driver)
-        out.append(
-            Finding(
-                code=code,
-                severity=severity,
-                message=message,
-                cell=cell,
-                subject=relpath,
-                details={"library": name, "needed_by": str(by), "extension": relpath},
-            )
-        )
-    return out
-
-
-def _missing_lib(name: str, relpath: str, host_has_driver: bool) -> tuple[str, Severity, str]:
-    if name in DRIVER_LIBS:
-        sev = Severity.WARN if host_has_driver else Severity.INFO
-        msg = f"{name} (the NVIDIA driver's library) is not on this " + (
-            "root although a driver is loaded; mount the driver libraries into it"
-            if host_has_driver
-            else "machine, which has no NVIDIA driver; it is provided by the driver on a GPU host"
-        )
-        return "SM-DRIVER-LIB-ABSENT", sev, msg
-    if _STACK_LIB.match(name):
-        msg = f"{relpath} needs {name}, which no package of this environment provides"
-        return "SM-LIB-MISSING", Severity.FAIL, msg + _cuda_hint(name)
-    return (
-        "SM-LIB-HOST-MISSING",
-        Severity.WARN,
-        f"{relpath} needs the system library {name}, which the environment's root lacks; "
-        "install it in the host or base image (e.g. libnuma1 for libnuma.so.1)",
-    )
-
-
-def _cuda_hint(name: str) -> str:
-    major = cuda_major_of_soname(name)
-    if major is None:
-        return ""
-    return (
-        f" (a CUDA {major} library: install the CUDA {major} wheels, e.g. "
-        f"nvidia-cuda-runtime-cu{major}, or use a build of this package for the CUDA major "
-        "of the rest of the stack)"
-    )
 
 
 def cuda_mixed_findings(by_major: Mapping[int, list[str]], cell: str | None) -> list[Finding]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from stackmatrix.check import coverage, extension, libs, relevance, scan
+from stackmatrix.check import coverage, extension, libs, missinglibs, relevance, scan
 from stackmatrix.check._elftypes import ELFError
 from stackmatrix.check.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
@@ -51,9 +51,12 @@ def static_check(
     targets: Sequence[str],
     resolve: bool,
     host_has_driver: bool,
+    userland: missinglibs.Userland = "host",
     interrupted: Callable[[], bool] = _never,
 ) -> CheckOutcome:
-    """`interrupted` is asked before each extension; true ends the scan early. The `check`
+    """`userland` says where the server runs: on this host, or in the image whose files
+    `site` and `ctx` are (a system library the image lacks is then incompatible).
+    `interrupted` is asked before each extension; true ends the scan early. The `check`
     phase passes `_proc.interrupted` (after Ctrl-C its result is marked interrupted
     anyway); `inspect` starts no child for Ctrl-C to stop, keeps the default and so does
     not import `_proc` (subprocess, redaction) at start-up."""
@@ -65,6 +68,7 @@ def static_check(
     results: list[extension.ExtResult] = []
     unused: set[str] = set()  # builds for another CUDA major than torch's: never loaded
     findings: list[Finding] = []
+    owners = missinglibs.Owners.of(inventory, site, userland)
     for sp, path in extension.find_extensions(site):
         if interrupted():
             break  # Ctrl-C: the run is ending and this result will be marked interrupted
@@ -78,7 +82,7 @@ def static_check(
         if other_build:
             unused.add(r.relpath)
         if resolve:
-            own = extension.own_findings(r, cell_id, host_has_driver)
+            own = extension.own_findings(r, cell_id, host_has_driver, owners)
             feature = other_build or coverage.optional_feature(r.relpath, optional)
             findings += extension.optional(own, feature) if feature else own
     loaded = [r for r in results if r.relpath not in unused]

@@ -10,9 +10,9 @@ from dataclasses import replace
 from typing import TypeGuard
 
 from stackmatrix import engine_registry
-from stackmatrix.findings import Severity
 from stackmatrix.records import check_verdict
 from stackmatrix.report import config_drift as drift_mod
+from stackmatrix.report.compat_why import compat_why, finding_order
 from stackmatrix.report.load import CellResults, RunResults, read_requests
 from stackmatrix.report.mapped import live_mapped
 from stackmatrix.report.matrix import MISSING, UNREADABLE, CellReport, LaunchRow, PhaseSummary
@@ -20,7 +20,6 @@ from stackmatrix.report.stats import Comparison, Thresholds, interval, launch_sa
 from stackmatrix.report.versions import cell_versions
 from stackmatrix.results import PHASES, Status
 
-_SEVERITY_ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
 _GAP_RANK = {"none": 0, "ptx": 1, "native": 2, "n/a": 3}  # n/a: no GPU code, no gap
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 # the distributions whose versions a cell shows: torch, each engine's stack, triton
@@ -38,17 +37,19 @@ def cell_report(
     launches = cell.launches(headline)
     samples = launch_samples(launches)
     findings = {
-        p: tuple(sorted(r.findings, key=lambda f: (_SEVERITY_ORDER[f.severity], f.code)))
+        p: tuple(sorted(r.findings, key=finding_order))
         for p in PHASES
         if (r := cell.phase(p)) is not None and r.findings
     }
+    compat = _compat(cell)
     return CellReport(
         id=cell.id,
         is_baseline=cell.id == results.baseline,
         content_hash=cell.content_hash,
         definition=cell.definition,
         phases=tuple(_phase(cell, p) for p in PHASES),
-        compat=_compat(cell),
+        compat=compat,
+        why=compat_why(compat, findings.get("check", ())),
         targets=_targets(cell, results.targets),
         findings_by_phase=findings,
         problems=cell.problems,

@@ -12,6 +12,7 @@ from stackmatrix import __version__
 from stackmatrix.findings import Finding
 from stackmatrix.records._read import JSONObject, plain
 from stackmatrix.report import config_drift as drift_mod
+from stackmatrix.report.compat_why import CompatWhy
 from stackmatrix.report.failures import failure_text
 from stackmatrix.report.mapped import LiveMapped
 from stackmatrix.report.power import Calibration
@@ -123,6 +124,7 @@ class CellReport:
     history: HistoryNote | None = None
     warmup_launches: tuple[LaunchRow, ...] = ()  # discarded, shown for the record
     mapped: LiveMapped | None = None  # what the live server mapped (report/mapped.py)
+    why: CompatWhy | None = None  # the deciding findings of a "warnings"/"incompatible" check
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -159,6 +161,7 @@ class CellReport:
             "definition": self.definition,
             "phases": {p.phase: p.to_dict() for p in self.phases},
             "compat": self.compat,
+            "compat_why": self.why.to_dict() if self.why else None,
             "targets": plain(self.targets),
             "verdict": self.verdict.value,
             "reason": self.reason,

@@ -93,7 +93,25 @@ def _compat(report: MatrixReport) -> str:
                 _verdict_badge(c),
             ]
         )
-    return "<h2>Compatibility</h2>" + html_table(header, rows)
+    return "<h2>Compatibility</h2>" + html_table(header, rows) + _why(report)
+
+
+def _why(report: MatrixReport) -> str:
+    """The finding that makes each cell not compatible, as matrix.md says it."""
+    items = []
+    for c in report.cells:
+        if c.why is None:
+            continue
+        f, counts = c.why.first, c.why.counts()
+        subject = f" ({esc(f.subject)})" if f.subject else ""
+        items.append(
+            f"<li><b>{esc(c.id)}</b> {esc(c.compat)}: "
+            f'<span class="sev-{f.severity.value}">{esc(f.severity.value)}</span> '
+            f"<code>{esc(f.code)}</code>{subject}: {esc(f.message)}"
+            + (f' <span class="muted">({esc(counts)})</span>' if counts else "")
+            + "</li>"
+        )
+    return "<p>Why:</p><ul>" + "".join(items) + "</ul>" if items else ""
 
 
 def _performance(report: MatrixReport) -> str:

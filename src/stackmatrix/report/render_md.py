@@ -88,7 +88,22 @@ def _compat_table(report: MatrixReport) -> str:
         ]
         for c in report.cells
     ]
-    return "### Compatibility\n\n" + _table(header, rows)
+    return "### Compatibility\n\n" + _table(header, rows) + _why_lines(report)
+
+
+def _why_lines(report: MatrixReport) -> str:
+    """Below the table: the finding that makes each cell not compatible, and counts."""
+    lines = []
+    for c in report.cells:
+        if c.why is None:
+            continue
+        f, counts = c.why.first, c.why.counts()
+        subject = f" ({_md_text(f.subject)})" if f.subject else ""
+        lines.append(
+            f"- **{_md_text(c.id)}** {c.compat}: {_ICON[f.severity]} `{f.code}`{subject}: "
+            f"{_esc(_fmt.shorten(f.message, 240))}" + (f" ({_md_text(counts)})" if counts else "")
+        )
+    return "\n\nWhy:\n\n" + "\n".join(lines) if lines else ""
 
 
 def _cell_name(c: CellReport) -> str:

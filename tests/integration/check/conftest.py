@@ -104,6 +104,27 @@ def fatbins(tmp_path_factory: pytest.TempPathFactory) -> FatbinFixtures:
     return FatbinFixtures(plain=d / "kern.so", compressed=d / "kernc.so")
 
 
+@pytest.fixture(scope="session")
+def one_arch_builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The same kernel built by nvcc for one `-gencode` each: gencode -> the .so."""
+    nvcc = _tool("nvcc", "install the CUDA toolkit (nvcc 12.8+ for sm_120)")
+    d = tmp_path_factory.mktemp("one-arch")
+    (d / "kern.cu").write_text(CU_SOURCE)
+    out: dict[str, Path] = {}
+    for i, gencode in enumerate(ONE_ARCH_GENCODES):
+        argv = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode", gencode, "kern.cu"]
+        _run([*argv, "-o", f"kern{i}.so"], d)
+        out[gencode] = d / f"kern{i}.so"
+    return out
+
+
+ONE_ARCH_GENCODES = (
+    "arch=compute_120,code=sm_120",  # plain Blackwell consumer cubin
+    "arch=compute_120a,code=sm_120a",  # arch-specific: that exact arch only
+    "arch=compute_120,code=compute_120",  # PTX only
+)
+
+
 @dataclass(frozen=True)
 class AbiFixtures:
     torch_v1: Path  # directory holding libc10.so v1

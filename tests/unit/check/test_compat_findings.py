@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stackmatrix.check import coverage, driver, libs, probe, symbols
+from stackmatrix.check import coverage, driver, libs, missinglibs, probe, symbols
 from stackmatrix.check.fatbin import FatbinEntry
 from stackmatrix.findings import Finding, Severity
 
@@ -23,7 +23,8 @@ def test_libs_missing_libraries() -> None:
         "libcudart.so.12": Path("/sp/x.so"),
         "libnuma.so.1": Path("/sp/x.so"),
     }
-    found = libs.lib_findings(missing, "x.so", "c", host_has_driver=False)
+    closure = libs.Closure(resolved={}, missing=missing)
+    found = missinglibs.lib_findings(closure, "x.so", "c", host_has_driver=False)
     assert _codes(found) == [
         ("SM-DRIVER-LIB-ABSENT", Severity.INFO),
         ("SM-LIB-MISSING", Severity.FAIL),
@@ -35,7 +36,7 @@ def test_libs_missing_libraries() -> None:
         "needed_by": "/sp/x.so",
         "extension": "x.so",
     }
-    on_gpu_host = libs.lib_findings(missing, "x.so", "c", host_has_driver=True)
+    on_gpu_host = missinglibs.lib_findings(closure, "x.so", "c", host_has_driver=True)
     assert on_gpu_host[0].severity is Severity.WARN
 
 

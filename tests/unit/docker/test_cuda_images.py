@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import re
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from types import ModuleType
 import pytest
 
 from stackmatrix.build import _docker_context
+from stackmatrix.check import missinglibs
 from stackmatrix.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -137,3 +139,39 @@ def test_cuda_images_spec_builds_on_the_cuda_template(tmp_path: Path) -> None:
     for name, family in cuda_base.FAMILIES.items():
         assert family.cuda_version.startswith(name + ".")
         assert re.search(r"nvidia/cuda:" + re.escape(family.cuda_version), family.tag)
+
+
+def _run_system_step(tmp_path: Path) -> list[list[str]]:
+    """dockerfiles/system-python.sh run with apt-get and rm replaced by recorders: the
+    argv of every apt-get call it makes, as the image build would make them."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.jsonl"
+    bin_dir.mkdir()
+    for tool in ("apt-get", "rm"):
+        (bin_dir / tool).write_text(
+            f"#!{sys.executable}\nimport json, sys\n"
+            f"with open({str(log)!r}, 'a') as fh:\n"
+            f"    fh.write(json.dumps([{tool!r}, *sys.argv[1:]]) + '\\n')\n"
+        )
+        (bin_dir / tool).chmod(0o755)
+    step = tmp_path / "stackmatrix" / "system-python.sh"
+    step.parent.mkdir()
+    step.write_text((REPO / "dockerfiles" / "system-python.sh").read_text())
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    subprocess.run(["/bin/sh", str(step)], env=env, check=True, timeout=60)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(c[0] == "rm" for c in calls)  # the recorder, not the real rm, was run
+    return [c[1:] for c in calls if c[0] == "apt-get"]
+
+
+def test_the_cuda_template_installs_what_the_serving_engine_loads(tmp_path: Path) -> None:
+    """As sglang's own Dockerfile does: libnuma1 (sgl-kernel's common_ops) and the RDMA
+    userland, each the package the check names for its library."""
+    update, install = _run_system_step(tmp_path)
+    assert update == ["update"]
+    assert install[:4] == ["install", "-y", "--no-install-recommends", "python3"]
+    packages = install[4:]
+    table = missinglibs.system_packages()
+    for soname in ("libnuma.so.1", "libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1",
+                   "libnl-3.so.200", "libnl-route-3.so.200"):  # fmt: skip
+        assert table[soname] in packages, soname
+    assert set(packages) - set(table.values()) == {"ca-certificates"}

@@ -349,3 +349,21 @@ def test_a_seed_the_cell_asks_for_stays_an_intended_difference(tmp_path, rules):
                  cell_server_args=("--random-seed", "7"))  # fmt: skip
     assert [d.key for d in drift.intended] == ["server:random_seed"]
     assert drift.unintended == () and drift.volatile == ()
+
+
+def test_what_the_probes_imports_mapped_is_no_difference(tmp_path, rules):
+    """loaded_libraries and the serving import's record differ by construction between
+    cells of other stacks; an import's ok and version stay compared."""
+    patterns, ranking = rules
+
+    def probe(lib: str, imported: str, ok: bool) -> dict[str, Any]:
+        return {
+            "loaded_libraries": [f"/opt/venv/site-packages/{lib}"],
+            "serving": {"imported": imported, "modules": [{"module": imported, "ok": True}]},
+            "imports": {"deep_gemm": {"ok": ok, "traceback_tail": [f"File {lib}"]}},
+        }
+
+    base = _cell(tmp_path, "base", probe=probe("a/_C.so", "sglang.srt.server_args", False))
+    cell = _cell(tmp_path, "cell", probe=probe("b/_C.so", "sglang", True))
+    drift = diff(collect(cell, patterns), collect(base, patterns), differs={}, ranking=ranking)
+    assert [d.key for d in drift.unintended] == ["probe:imports.deep_gemm.ok"]
