@@ -118,8 +118,15 @@ def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
     matrix = run_dir / layout.REPORT_JSON
     if spec.bench is None or not matrix.exists():
         return
-    calibration = json.loads(matrix.read_text(encoding="utf-8")).get("calibration")
-    for line in noise_note(calibration, spec.bench.launches, spec.report.min_effect, spec.baseline):
+    doc = json.loads(matrix.read_text(encoding="utf-8"))
+    detectable = {
+        str(c.get("id")): float(c["comparison"]["detectable"])
+        for c in doc.get("cells", [])
+        if isinstance(c.get("comparison"), dict)
+        and isinstance(c["comparison"].get("detectable"), int | float)
+    }
+    for line in noise_note(doc.get("calibration"), spec.report.min_effect, spec.baseline,
+                           detectable):  # fmt: skip
         console.info(line)
 
 

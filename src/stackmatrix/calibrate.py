@@ -117,13 +117,17 @@ class CalibrationData(TypedDict, total=False):
 
 
 def noise_note(
-    calibration: CalibrationData | None, launches: int, min_effect: float, baseline: str = ""
+    calibration: CalibrationData | None,
+    min_effect: float,
+    baseline: str = "",
+    detectable: Mapping[str, float] | None = None,
 ) -> list[str]:
     """What `run` prints once a cell (the baseline when it has enough launches, matrix.json's
-    `calibration.cell`) has enough launches to estimate noise."""
+    `calibration.cell`) has enough launches to estimate noise, and the one power figure the
+    report gives: each verdict's own `detectable` (its paired spread at the plan's last
+    look; report/stats.py), not a second estimate from one cell's launches."""
     if not calibration:
         return []
-    rows = {int(r["launches"]): float(r["change"]) for r in calibration.get("detectable", [])}
     sd = float(calibration.get("per_launch_sd", 0.0))
     cell = str(calibration.get("cell") or "")
     source = f"{cell} (the baseline has too few)" if cell and cell != baseline else "the baseline"
@@ -131,23 +135,16 @@ def noise_note(
         f"noise: a launch's value varies by {sd * 100:.1f}% (from "
         f"{calibration.get('launches')} launches of {source})"
     ]
-    fewer = [k for k in rows if k <= launches]
-    near = max(fewer) if fewer else (min(rows) if rows else None)
-    if near is not None:
-        change = rows[near]
+    if detectable:
+        worst, change = max(detectable.items(), key=lambda kv: kv[1])
         lines.append(
-            f"with {near} launches per cell a verdict finds changes of about "
-            f"{change * 100:.1f}% or more (80% power)"
+            f"a verdict of this plan finds changes of about {change * 100:.1f}% or more "
+            f"(80% power, from its own pairs; {worst} has the widest)"
         )
         if change > min_effect:
-            need = [k for k, c in sorted(rows.items()) if c <= min_effect]
-            hint = (
-                f"use about {need[0]} launches per cell"
-                if need
-                else "more launches than calibrated, or a quieter machine, are needed"
-            )
             lines.append(
-                f"WARNING: min_effect {min_effect:.1%} is smaller than these "
-                f"launches can resolve; {hint} (see `stackmatrix calibrate`)"
+                f"WARNING: min_effect {min_effect:.1%} is smaller than these launches can "
+                "resolve; more launches per cell or a quieter machine are needed (see "
+                "`stackmatrix calibrate`)"
             )
     return lines

@@ -33,19 +33,25 @@ CAL: CalibrationData = {
 }
 
 
-def test_noise_note_warns_when_min_effect_is_below_resolution() -> None:
-    lines = noise_note(CAL, launches=5, min_effect=0.03)
+def test_noise_note_gives_the_verdicts_own_power_figure() -> None:
+    """One power figure: the verdicts' own (their pairs), not the calibration's table."""
+    lines = noise_note(CAL, min_effect=0.03, detectable={"b": 0.012, "c": 0.041})
     assert "5.0%" in lines[0]
-    assert "with 5 launches per cell" in lines[1] and "10.0%" in lines[1]
-    assert lines[2].startswith("WARNING") and "about 10 launches" in lines[2]
-    assert not any(x.startswith("WARNING") for x in noise_note(CAL, launches=10, min_effect=0.03))
-    assert noise_note(None, 5, 0.03) == []
+    assert "about 4.1% or more" in lines[1] and "c has the widest" in lines[1]
+    assert lines[2].startswith("WARNING") and "min_effect 3.0%" in lines[2]
+    assert not any("WARNING" in x for x in noise_note(CAL, 0.05, detectable={"b": 0.041}))
+    # the calibration's own rows (20% with 3 launches, ...) are no longer quoted
+    assert not any(
+        "20.0%" in x or "10.0%" in x for x in noise_note(CAL, 0.03, detectable={"b": 0.01})
+    )
+    assert len(noise_note(CAL, 0.03)) == 1
+    assert noise_note(None, 0.03) == []
 
 
 def test_noise_note_names_the_cell_it_was_estimated_from() -> None:
-    assert "of the baseline)" in noise_note({**CAL, "cell": "a"}, 5, 0.03, baseline="a")[0]
+    assert "of the baseline)" in noise_note({**CAL, "cell": "a"}, 0.03, baseline="a")[0]
     # the baseline failed: the estimate came from another cell, and says so
-    line = noise_note({**CAL, "cell": "b"}, 5, 0.03, baseline="a")[0]
+    line = noise_note({**CAL, "cell": "b"}, 0.03, baseline="a")[0]
     assert "launches of b (the baseline has too few)" in line
 
 

@@ -208,3 +208,32 @@ def method_text(min_effect: float, unit: str) -> str:
         f"equivalent when it lies within ±{min_effect:.0%}, slower or faster when it "
         "excludes no change, otherwise inconclusive (with the launches that would decide)."
     )
+
+
+def detectable_text(report: Any) -> str:
+    """The one power figure the report gives: each candidate verdict's own smallest
+    change found with the report's power at the plan's last look (Comparison.detectable,
+    from the verdict's paired spread), not a second estimate from one cell's launches."""
+    found = [
+        (c.id, c.comparison.detectable)
+        for c in report.cells
+        if not c.is_baseline and c.comparison is not None and c.comparison.detectable is not None
+    ]
+    if not found:
+        return ""
+    power = report.thresholds.power
+    listed = ", ".join(f"`{cid}` {change:.1%}" for cid, change in found)
+    return (
+        f"Smallest change each verdict finds {power:.0%} of the time at the plan's last look, "
+        f"from its own pairs: {listed}."
+    )
+
+
+def shape_text(launches: Sequence[Any], sep: str = " x ") -> str:
+    """Measured launches x the rounds they ran: "5 x 2", or "5 x 2-7" where the launches
+    ran different numbers of rounds (a minimum duration extends a launch's rounds)."""
+    counts = sorted({len(launch.rounds) for launch in launches})
+    if not counts:
+        return "0"
+    rounds = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"{len(launches)}{sep}{rounds}"

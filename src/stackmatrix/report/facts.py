@@ -187,7 +187,7 @@ def _env_from(env: object) -> list[Fact]:
 
 
 def _log_facts(cell: CellResults, patterns: Sequence[LogPattern]) -> list[Fact]:
-    found = read_facts(cell.server_logs(), patterns, engine=log_engine(cell))
+    found = read_facts(cell.measured_server_logs(), patterns, engine=log_engine(cell))
     return [
         Fact(key=_log_key(f.fact), value=f.value, source="log", evidence=f.evidence)
         for f in sorted(found.values(), key=lambda f: f.fact)

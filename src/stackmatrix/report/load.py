@@ -118,6 +118,19 @@ class CellResults:
         logs.update((p.name, p) for p in self.path.glob(layout.SERVER_LOG_GLOB) if _regular(p))
         return [logs[name] for name in sorted(logs)]
 
+    def measured_server_logs(self) -> list[Path]:
+        """The logs of the launches the verdicts are computed from (those that ran to the
+        end): not a warm-up's, nor an interrupted launch's few lines, whose settings
+        describe no measurement. Results whose launches name no log keep every log."""
+        logs = self.server_logs()
+        names = {
+            layout.server_log(launch.index)
+            for launch in self.bench.launches
+            if launch.ok and isinstance(launch.index, int | str)
+        }
+        mine = [p for p in logs if p.name.removesuffix(layout.COMPRESSED_SUFFIX) in names]
+        return mine if mine else logs
+
 
 def read_explanations(run_dir: Path, problems: list[str]) -> tuple[JSONObject, ...]:
     """RUN/explain/<cell>/explanation.json, as `stackmatrix explain` wrote them."""

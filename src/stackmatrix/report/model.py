@@ -129,6 +129,7 @@ def build_model(
             results.baseline,
             headline,
             decided=all(c.verdict.decided for c in cells if not c.is_baseline and c.comparison),
+            thresholds=thresholds,
         ),
     )
 
@@ -176,6 +177,7 @@ class ColdStart:
     first: float
     median: float  # of the cell's other launches
     warmup_launches: int
+    run_warmups: int = 0  # warm-up launches of the whole run (a host warm-up: one cell's)
 
     @property
     def worse(self) -> float:
@@ -185,9 +187,20 @@ class ColdStart:
         return (
             f"{self.cell}: its first measured launch ({self.label}, {self.first:.4g}) is an "
             f"outlier, {self.worse:.0%} worse than its other launches' median "
-            f"({self.median:.4g}); after {self.warmup_launches} warm-up launch(es) it still "
-            "paid for a cold start (a JIT's compiles, cold caches): raise bench.warmup_launches"
+            f"({self.median:.4g}): {self._advice()}"
         )
+
+    def _advice(self) -> str:
+        if self.warmup_launches:
+            return (f"after {self.warmup_launches} warm-up launch(es) of its own it still paid "
+                    "for a cold start (a JIT's compiles, cold caches): raise "
+                    "bench.warmup_launches")  # fmt: skip
+        if self.run_warmups:
+            return ("the run's warm-up launch warmed the host, not this cell's own cold start "
+                    "(its JIT's compiles, its caches): set bench.warmup_launches to warm "
+                    "every cell")  # fmt: skip
+        return ("no warm-up launch ran before it, so it paid for the host's cold start: keep "
+                "bench.host_warmup on (the default)")  # fmt: skip
 
 
 def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[ColdStart]:
@@ -195,6 +208,7 @@ def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[Cold
     first 0.5.12 launch was 23% slow after one warm-up launch, and made its noise 11.6%)."""
     out = []
     better_high = higher_is_better(headline)
+    warmups = sum(len(c.warmup_launches) for c in cells)
     for cell in cells:
         measured = [r for r in cell.launches if r.value is not None]
         values = [r.value for r in measured if r.value is not None]
@@ -204,7 +218,8 @@ def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[Cold
         if median == 0 or (first < median) != better_high:
             continue  # an outlier on the good side is not a cold start
         out.append(ColdStart(cell=cell.id, label=measured[0].label, first=first,
-                             median=median, warmup_launches=len(cell.warmup_launches)))  # fmt: skip
+                             median=median, warmup_launches=len(cell.warmup_launches),
+                             run_warmups=warmups))  # fmt: skip
     return out
 
 
@@ -255,7 +270,7 @@ def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) 
     """Facts every log of the cell's engine should state that none of its logs did."""
     out = []
     for cell in cells:
-        logs = cell.server_logs()
+        logs = cell.measured_server_logs()
         missing = unread(read_facts(logs, patterns, engine=log_engine(cell))) if logs else []
         if missing:
             out.append(

@@ -172,7 +172,7 @@ def _shape(c: CellReport) -> str:
     measured = [launch for launch in c.launches if launch.value is not None]
     if not measured:
         return "—"
-    return f"{len(measured)} x {max(len(launch.rounds) for launch in measured)}"
+    return _fmt.shape_text(measured)
 
 
 def _history(c: CellReport) -> str:
@@ -192,15 +192,13 @@ def _calibration(report: MatrixReport) -> str:
     if report.calibration is None:
         return ""
     cell, cal = report.calibration
-    rows = [[str(k), f"{c:.1%}"] for k, c in cal.detectable]
     within = f"{cal.within_sd:.1%}" if cal.within_sd is not None else "n/a"
+    found = _fmt.detectable_text(report)
     return (
-        "<h3>Noise calibration (launches of one cell as A/A)</h3>"
+        "<h3>Noise</h3>"
         f"<p>From {cal.launches} launches of <code>{esc(cell)}</code>: "
         f"launch-to-launch sd {cal.per_launch_sd:.1%} (launch component {cal.launch_sd:.1%}), "
-        f"within a launch {within}. "
-        f"Smallest change a verdict finds {cal.power:.0%} of the time:</p>"
-        + html_table(["launches per cell#", "smallest detectable change#"], rows)
+        f"within a launch {within}.{' ' + esc(found) if found else ''}</p>"
     )
 
 

@@ -115,8 +115,7 @@ def _bench_status(c: CellReport) -> str:
     if not bench.ok:
         return f"{bench.status}" + (f": {bench.code}" if bench.code else "")
     measured = [launch for launch in c.launches if launch.value is not None]
-    rounds = max((len(launch.rounds) for launch in measured), default=0)
-    return f"ok ({len(measured)}x{rounds})"
+    return f"ok ({_fmt.shape_text(measured, 'x') if measured else '0x0'})"
 
 
 def _verdict_text(c: CellReport) -> str:
@@ -181,8 +180,7 @@ def _shape(c: CellReport) -> str:
     measured = [launch for launch in c.launches if launch.value is not None]
     if not measured:
         return "—"
-    rounds = max(len(launch.rounds) for launch in measured)
-    return f"{len(measured)} x {rounds}"
+    return _fmt.shape_text(measured)
 
 
 def _history(c: CellReport) -> str:
@@ -209,12 +207,12 @@ def _calibration_line(report: MatrixReport) -> str:
     assert report.calibration is not None
     cell, cal = report.calibration
     within = f", within a launch {cal.within_sd:.1%}" if cal.within_sd is not None else ""
-    found = ", ".join(f"{c:.1%} with {k}" for k, c in cal.detectable)
-    return (
-        f"Noise from {cal.launches} launches of `{cell}`: launch to launch "
-        f"{cal.per_launch_sd:.1%}{within}. Smallest change found {cal.power:.0%} of the time: "
-        f"{found} launches per cell."
+    line = (
+        f"Noise from {cal.launches} launches of `{cell}`: "
+        f"launch to launch {cal.per_launch_sd:.1%}{within}."
     )
+    found = _fmt.detectable_text(report)
+    return f"{line} {found}" if found else line
 
 
 def _explanations(report: MatrixReport) -> str:

@@ -254,7 +254,26 @@ def test_a_cold_first_launch_asks_for_more_warm_up(tmp_path, launches, noted):
     assert len(notes) == (2 if noted else 0)
     if noted:
         assert notes[0].startswith("a: its first measured launch (L0, 409) is an outlier, 23% ")
-        assert "after 0 warm-up launch(es)" in notes[0] and "bench.warmup_launches" in notes[0]
+        assert "no warm-up launch ran before it" in notes[0]
+        assert "keep bench.host_warmup on" in notes[0] and "warmup_launches" not in notes[0]
+
+
+def test_a_cold_first_launch_after_the_host_warm_up_asks_for_the_cell_s_own(tmp_path):
+    """With the host warmed by the run's warm-up launch (the first cell's), a cold first
+    launch is the cell's own; a cell that had warm-up launches of its own is told to
+    raise them."""
+    defs = {"a": {"python": "3.11"}, "b": {"python": "3.11"}}
+    rd = run_dir(tmp_path, cells=list(defs), baseline="a", definitions=defs)
+    for cid in defs:
+        data = bench_data([[v] for v in (409.0, 525.0, 534.0, 531.0, 531.0)], config={"port": 1})
+        if cid == "a":  # the host warm-up launch
+            data["warmup_launches"] = [{**data["launches"][0], "index": "W1"}]
+        write(rd / "cells" / cid / "bench.json", phase(cid, "bench", data=data))
+    notes = {n[0]: n for n in build_report(rd).report.notes if "first measured launch" in n}
+    assert "after 1 warm-up launch(es) of its own" in notes["a"]
+    assert "raise bench.warmup_launches" in notes["a"]
+    assert "warmed the host, not this cell's own cold start" in notes["b"]
+    assert "set bench.warmup_launches" in notes["b"]
 
 
 def test_output_never_replaces_another_run_s_report(tmp_path):

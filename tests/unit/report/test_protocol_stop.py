@@ -21,12 +21,26 @@ def _sentence(protocol: Protocol) -> str:
 
 
 def test_decided_is_said_only_when_every_verdict_is() -> None:
-    args = {"plan": PLAN, "launches": {"a": 4, "b": 4}, "gpu_minutes": 0.0,
+    args = {"plan": PLAN, "launches": {"a": 4, "b": 4}, "minutes": 0.0, "gpus": True,
             "saved_minutes": None, "drift": None}  # fmt: skip
     assert "of 3 to 4 (decided)" in _sentence(Protocol(**args, decided=True))  # type: ignore[arg-type]
     assert "of 3 to 4 (max reached)" in _sentence(Protocol(**args, decided=False))  # type: ignore[arg-type]
     reached = {**PLAN, "stopped": "max reached"}
     assert "(max reached)" in _sentence(Protocol(**{**args, "plan": reached}, decided=True))  # type: ignore[arg-type]
+    running = {k: v for k, v in PLAN.items() if k != "stopped"}
+    assert "(not finished)" in _sentence(Protocol(**{**args, "plan": running}, decided=True))  # type: ignore[arg-type]
+
+
+def test_matrix_json_says_what_matrix_md_says() -> None:
+    """One "stopped", computed once: an inconclusive pair of a run recorded "decided" is
+    "max reached" in the json too, with the record kept beside it."""
+    args = {"plan": PLAN, "launches": {"a": 4, "b": 4}, "minutes": 0.0, "gpus": True,
+            "saved_minutes": None, "drift": None}  # fmt: skip
+    doc = Protocol(**args, decided=False).to_dict()  # type: ignore[arg-type]
+    assert doc["stopped"] == "max reached"
+    plan = doc["plan"]
+    assert isinstance(plan, dict)
+    assert plan["stopped"] == "max reached" and plan["recorded_stopped"] == "decided"
 
 
 def test_the_report_takes_its_own_verdicts(tmp_path: Path) -> None:
