@@ -3,9 +3,9 @@
 # Carried in .kit/ (ignored by git):
 #   k<v>/sglang-kit-part1.tar.xz   offline kits (scripts/make-kit.sh scripts/kits/sglang-<v>.pins)
 #   make-tiny-kimi.py              the weight-less Kimi K2 slice maker (../shared/gpu-kit)
-# A device call lasts at most 10 minutes, carries at most 64 MiB (one kit, ~50 MB, with
-# the working tree: move reports/examples/ aside for the calls that carry a kit) and a
-# run takes longer, so the work lives in /tmp/sm-gpu on the machine, which persists
+# A command on the GPU host lasts at most 10 minutes, carries at most 64 MiB (one kit,
+# ~50 MB, with the working tree: move reports/examples/ aside for the calls that carry a
+# kit) and a run takes longer, so the work lives in /tmp/sm-gpu on the machine, which persists
 # between calls while the machine is held (the checkout itself is replaced at every call):
 #   OUT=... bash scripts/gpu-sglang.sh stage           keep the carried kit parts for a later call
 #   OUT=... bash scripts/gpu-sglang.sh prepare         unpack the carried kit(s) into wheels
