@@ -86,6 +86,8 @@ def run_bench_phase(
     cycles = _Cycles(spec=spec, bench=bench, engine=engine, states=states,
                      model=_model(bench, spec_dir), wl=wl, wl_hash=wl_hash, points=points,
                      say=say, order=order, seed=seed, run_dir=run_dir)  # fmt: skip
+    if plan.adaptive:
+        _record_planned(states, plan)
     try:
         cycles.run(list(cell_ids), plan.low, warm=True)
         if plan.adaptive and spec.baseline in states:
@@ -241,6 +243,18 @@ def _record_plan(
         if stopped:  # no verdict looked at (the candidates were complete): not "decided"
             decided = bool(verdicts) and all(c.verdict.decided for c in verdicts.values())
             entry["stopped"] = "decided" if decided else "max reached"
+        st.data = dataclasses.replace(st.data, extra={**st.data.extra, "launch_plan": entry})
+        st.save()
+
+
+def _record_planned(states: Mapping[str, CellState], plan: adaptive.Plan) -> None:
+    """The adaptive plan in every cell's bench.json before its first launch (kept where
+    an earlier session recorded a look): a run cut off before the first look is still
+    reported as the adaptive design it ran under, at that design's levels."""
+    for st in states.values():
+        if isinstance(st.data.extra.get("launch_plan"), dict):
+            continue
+        entry: JSONObject = {**plan.to_dict(), "launches": len(st.launches)}
         st.data = dataclasses.replace(st.data, extra={**st.data.extra, "launch_plan": entry})
         st.save()
 

@@ -42,7 +42,7 @@ class CompatWhy:
         parts = []
         if self.deciding > 1:
             more = self.deciding - 1
-            parts.append(f"{more} more {noun}{'' if more == 1 else 's'} decide")
+            parts.append(f"{more} more {noun}{' decides' if more == 1 else 's decide'}")
         if self.latent:
             parts.append(
                 f"{self.latent} latent finding{'' if self.latent == 1 else 's'}, about files "

@@ -115,3 +115,53 @@ def test_a_resumed_run_first_runs_the_baselines_launch_that_was_cut_off(
         assert plan["stopped"] == ("decided" if decided else "max reached")
     else:  # complete before this run: nothing was looked at
         assert plan["stopped"] == "max reached"
+
+
+def test_a_run_cut_off_before_its_first_look_is_reported_as_adaptive(tmp_path: Path) -> None:
+    """The plan is in bench.json before the first launch: a run interrupted in its second
+    cycle (no look yet) is reported "not finished" at the design's own levels, not as a
+    fixed plan at the full error rate."""
+    from stackmatrix.report.load import load_run
+    from stackmatrix.report.model import build_model
+
+    spec = Spec(
+        name="adaptive",
+        path=str(tmp_path / "spec.toml"),
+        baseline="base",
+        cells=(Cell(id="base"), Cell(id="same")),
+        bench=Bench(engine="transformers", model="fake-model", launches=5, min_launches=3,
+                    rounds=1, ready_timeout_s=10.0,
+                    workload=Workload(input_len=8, output_len=12, num_prompts=4, warmup=1)),
+        report=ReportPolicy(headline="decode_tok_s", min_effect=0.05),
+        order="balanced",
+    )  # fmt: skip
+    run = RunDir(tmp_path / "run")
+    envs = {"base": _env(0.01), "same": _env(0.01)}
+
+    def cut_off(cell: str, message: str) -> None:
+        if message.startswith("launch 2/"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_bench_phase(spec, run, ["base", "same"], environments=envs, order="balanced",
+                        progress=cut_off)  # fmt: skip
+    for cid in ("base", "same"):
+        doc = json.loads((run.path / "cells" / cid / "bench.json").read_text())
+        plan = doc["data"]["launch_plan"]
+        assert {k: plan[k] for k in ("min", "max", "looks")} == {"min": 3, "max": 5, "looks": 3}
+        assert "verdict" not in plan and "stopped" not in plan
+    run.write_json(
+        "run.json",
+        {
+            "spec_name": "adaptive",
+            "baseline": "base",
+            "cells": ["base", "same"],
+            "order": "balanced",
+            "report": {"headline": "decode_tok_s", "min_effect": 0.05},
+        },
+    )
+    run.write_json("plan.json", {"cells": [{"id": c, "definition": {}} for c in ("base", "same")]})
+    model = build_model(load_run(run.path))
+    assert model.protocol is not None and model.protocol.stopped == "not finished"
+    said = " ".join(model.protocol.sentences())
+    assert "of 3 to 5 (not finished)" in said and "error-spending" in said

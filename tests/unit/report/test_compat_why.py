@@ -49,7 +49,7 @@ def test_the_first_screen_gives_the_deciding_finding_and_counts(tmp_path: Path) 
     first_screen = outcome.markdown.read_text().split("### Performance")[0]
     assert (
         "- **cu128** warnings: ⚠️ `SM-LIB-HOST-MISSING` (sgl_kernel/sm90/common_ops): "
-        f"{LIBNUMA} (1 more warning decide; 2 latent findings, about files the server does "
+        f"{LIBNUMA} (1 more warning decides; 2 latent findings, about files the server does "
         "not load, not counted)"
     ) in first_screen
     assert "- **cu130** incompatible: ❌ `SM-SERVING-IMPORT-FAILED` (srv): http_server fails\n" in (
