@@ -1,7 +1,8 @@
 """Merge the results directories of separate CI jobs (one cell each) into one run.
 
-Pieces must agree about the spec (same spec file hash) and the run (same run id
-where both have one, same stackmatrix version). Every cell of the plan appears in
+Pieces must agree about the spec (same spec file hash), the run (same run id
+where both have one, same stackmatrix version) and every cell of the plan (its
+content hash, run hash and definition in each piece's plan.json). Every cell of the plan appears in
 the merged run: a cell whose artifact never arrived gets a `failed` build result
 with code `artifact_missing`, so the report shows it instead of dropping it.
 """
@@ -116,13 +117,16 @@ def merge(paths: Sequence[Path], output: Path) -> RunDir:
     check_agreement(pieces)
     check_output(output, paths)
     first = pieces[0].run.path
-    planned = _planned_cells(first)
+    plan = _plan_cells(first)
+    planned = list(plan)
     for piece in pieces[1:]:
-        if _planned_cells(piece.run.path) != planned:
+        theirs = _plan_cells(piece.run.path)
+        if list(theirs) != planned:
             raise ResultsError(
                 f"refusing to merge: the plan.json of {piece.run.path} and of {first} list "
                 "other cells; the pieces were not planned from the same spec"
             )
+        _same_cells(plan, theirs, first, piece.run.path)
     owners = _cell_owners(pieces)
     unplanned = sorted(set(owners) - set(planned))
     if unplanned:
@@ -237,9 +241,37 @@ def _cell_owners(pieces: Sequence[Piece]) -> dict[str, Path]:
     return owners
 
 
-def _planned_cells(run_path: Path) -> list[str]:
-    """The plan's cell ids; each must be one a spec could define (one plain directory
-    name), or merge would read and write outside the pieces and --output."""
+def _same_cells(
+    mine: Mapping[str, JSONObject], theirs: Mapping[str, JSONObject], a: Path, b: Path
+) -> None:
+    """Each cell planned alike in both pieces (content and run hashes, definition): the
+    merged plan is the first piece's, so it must describe every piece's cells."""
+    for cell_id, entry in mine.items():
+        other = theirs[cell_id]
+        keys = sorted(k for k in {*entry, *other} if entry.get(k) != other.get(k))
+        if not keys:
+            continue
+        what = ", ".join(_difference(k, entry.get(k), other.get(k)) for k in keys)
+        raise ResultsError(
+            f"refusing to merge: cell {cell_id!r} is planned otherwise in "
+            f"{b / layout.PLAN_JSON} than in {a / layout.PLAN_JSON} ({what}); the pieces "
+            "did not build and bench the same cell"
+        )
+
+
+def _difference(key: str, mine: JSONValue | None, theirs: JSONValue | None) -> str:
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        fields = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
+        return f"{key}: {', '.join(fields)}"
+    if key.endswith("_hash") and isinstance(mine, str) and isinstance(theirs, str):
+        return f"{key} {mine[:12]} vs {theirs[:12]}"
+    return key
+
+
+def _plan_cells(run_path: Path) -> dict[str, JSONObject]:
+    """The plan's cells by id, in its order; each id must be one a spec could define
+    (one plain directory name), or merge would read and write outside the pieces and
+    --output."""
     path = run_path / layout.PLAN_JSON
     plan = _nofollow.read_json(path)
     if isinstance(plan, dict):
@@ -256,7 +288,7 @@ def _planned_cells(run_path: Path) -> list[str]:
     refuse_unsafe(ids, path)
     if len(set(ids)) != len(ids):
         raise ResultsError(f"{path}: a cell id is listed twice; not written by stackmatrix")
-    return [str(i) for i in ids]
+    return {str(c["id"]): c for c in cells if isinstance(c, dict)}
 
 
 def _missing_artifact(out: RunDir, cell_id: str, *, linked: bool = False) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import fnmatch
 import os
 import stat
 import time
@@ -205,6 +206,18 @@ class CellDir:
         _remove(path.with_name(layout.compressed(path.name)))
         return path
 
+    def remove_launch_files(self) -> list[str]:
+        """The server logs and request records of earlier launches removed (those of a
+        configuration a redone bench replaces would be read as its own); a link is
+        removed itself, a directory of such a name is left. Their names, sorted."""
+        patterns = [*layout.LAUNCH_FILE_GLOBS, *map(layout.compressed, layout.LAUNCH_FILE_GLOBS)]
+        with os.scandir(self.path) as entries:
+            names = sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False)
+                           and any(fnmatch.fnmatchcase(e.name, p) for p in patterns))  # fmt: skip
+        for name in names:
+            _remove(self.path / name)
+        return names
+
     def crashed(self, phase: str, exc: BaseException) -> str:
         """A phase's own crash (a bug, a full disk) becomes a status, never the end of the
         run: the traceback goes to <phase>.log, the returned message to the result (code
@@ -352,7 +365,7 @@ def _remove(path: Path) -> None:
         return
     except OSError as exc:
         raise ResultsError(
-            f"cannot remove {path}, a stale copy of a result just written: {exc.strerror}; "
+            f"cannot remove {path}, a stale file of an earlier result: {exc.strerror}; "
             "move it aside and run again"
         ) from exc
 

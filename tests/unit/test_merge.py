@@ -249,6 +249,38 @@ def test_pieces_with_other_plans_are_refused(pieces, tmp_path, capsys):
     assert not out.exists()
 
 
+def _planned(root: Path, cell: str, **entry: object) -> None:
+    plan = json.loads((root / "plan.json").read_text())
+    plan["cells"] = [{**c, **entry} if c["id"] == cell else c for c in plan["cells"]]
+    (root / "plan.json").write_text(json.dumps(plan))
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "said"),
+    [
+        ({"content_hash": "a" * 64}, {"content_hash": "b" * 64},
+         f"content_hash {'a' * 12} vs {'b' * 12}"),
+        ({"definition": {"pins": ["x==1"], "python": "3.11"}},
+         {"definition": {"pins": ["x==2"], "python": "3.11"}}, "definition: pins"),
+        ({"run_hash": "r1"}, {}, "run_hash"),
+    ],
+)  # fmt: skip
+def test_pieces_that_plan_a_cell_otherwise_are_refused(
+    pieces, tmp_path, capsys, first, second, said
+):
+    """The merged plan is the first piece's: it described only that piece's cells."""
+    for root in pieces:
+        _planned(root, "new", content_hash="c" * 64, run_hash="r0", definition={"id": "new"})
+    _planned(pieces[0], "new", **first)
+    _planned(pieces[1], "new", **second)
+    out = tmp_path / "merged"
+    assert main(["merge", *map(str, pieces), "--output", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert "cell 'new' is planned otherwise" in err and said in err
+    assert str(pieces[1] / "plan.json") in err
+    assert not out.exists()
+
+
 def test_a_cell_outside_the_plan_is_refused(pieces, tmp_path, capsys):
     piece(pieces[1], "stray")
     out = tmp_path / "merged"

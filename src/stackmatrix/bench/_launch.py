@@ -162,7 +162,8 @@ def _serve(
             bench.url, engine=engine, log_path=log_path, ready_timeout_s=bench.ready_timeout_s
         )
     assert st.environment is not None
-    env = dataclasses.replace(st.environment, env={**st.env, **st.environment.env})
+    # the spec's env wins: what build.json recorded is what the build saw
+    env = dataclasses.replace(st.environment, env={**st.environment.env, **st.env})
     return server.launch(
         engine=engine,
         environment=env,

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from stackmatrix import _atomic, _nofollow
+from stackmatrix._secrets import redact_files
 from stackmatrix.errors import ResultsError
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,22 @@ def reap(run_dir: Path) -> list[str]:
         if path.is_symlink() or not path.is_file():
             continue
         lines.append(f"{path.parent.name}: {_reap_one(path)}")
+        _redact_log(path)
         path.unlink(missing_ok=True)
     return lines
+
+
+def _redact_log(path: Path) -> None:
+    """The log of a server that is gone now, redacted: the teardown that redacts it
+    (server.launch) never ran for a SIGKILLed run, so it holds what the engine printed
+    (sglang's ServerArgs, api_key included). Only credential shapes and `api_key='...'`
+    are known here; a log whose process may still write it is left as it is."""
+    try:
+        pgid = int(_nofollow.read_json(path)["pgid"])
+    except (OSError, ResultsError, ValueError, KeyError, TypeError):
+        return
+    if not _group_alive(pgid):
+        redact_files(path.with_name(path.name.removesuffix(SUFFIX) + ".log"))
 
 
 def _reap_one(path: Path) -> str:

@@ -294,6 +294,8 @@ def _prepare(
         state.launches, state.data = done, data
         state.result.started = previous.started or state.result.started
         return state
+    # started afresh: the launches of what it replaces must not be read as its own
+    cell_dir.remove_launch_files()
     return _state(spec, cid, cell_dir, inputs, environment)
 
 

@@ -5,11 +5,11 @@ results for the later phases."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from stackmatrix._secrets import REDACTED, redact
+from stackmatrix._secrets import is_secret_name, redact
 from stackmatrix.build.backends import get_backend
 from stackmatrix.build.base import BuildOutcome, Environment
 from stackmatrix.build.lock import lock_digest
@@ -18,7 +18,7 @@ from stackmatrix.plan import PlannedCell
 from stackmatrix.records import BuildData
 from stackmatrix.records._read import JSONObject
 from stackmatrix.results import PhaseResult, RunDir, Status
-from stackmatrix.spec_model import Spec
+from stackmatrix.spec_model import Cell, Spec
 
 
 def build_cell(pc: PlannedCell, spec_dir: Path, work_dir: Path, log_path: Path) -> PhaseResult:
@@ -70,7 +70,10 @@ def still_there(result: PhaseResult) -> bool:
 
 
 def environments(run: RunDir, cell_ids: Sequence[str], spec: Spec) -> dict[str, Environment]:
-    """The environments of the cells whose build is ok, with their secrets from the spec."""
+    """The environments of the cells whose build is ok, with the spec's env: env is a
+    runtime setting (in the cell's run hash, not its content hash), so a build made
+    before the spec's env changed is reused, and what build.json recorded of env is
+    what that build saw, not what the cell runs with now (and without its secrets)."""
     out = {}
     cells = {c.id: c for c in spec.cells}
     for cid in cell_ids:
@@ -80,10 +83,12 @@ def environments(run: RunDir, cell_ids: Sequence[str], spec: Spec) -> dict[str, 
         environment = BuildData.from_dict(result.data).environment
         if environment:
             env = Environment.from_dict(environment)
-            out[cid] = _with_secrets(env, dict(cells[cid].env) if cid in cells else {})
+            out[cid] = _spec_env(env, cells[cid]) if cid in cells else env
     return out
 
 
-def _with_secrets(env: Environment, spec_env: Mapping[str, str]) -> Environment:
-    restored = {k: spec_env.get(k, v) if REDACTED in v else v for k, v in env.env.items()}
-    return replace(env, env=restored)
+def _spec_env(env: Environment, cell: Cell) -> Environment:
+    """The spec's env; a secret the build kept out of its environment altogether (the
+    docker backend passes secrets to a container by name only) stays out."""
+    kept = {k: v for k, v in cell.env if k in env.env or not is_secret_name(k)}
+    return replace(env, env=kept)

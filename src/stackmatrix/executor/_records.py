@@ -1,10 +1,18 @@
 """What the Slurm executor keeps in the results directory, under RUN/slurm/: the jobs
 this run submitted (jobs.json, written by the submitting host alone), each block's
-own record (block-K.json, written by its job on its node), the scripts and logs."""
+own record (block-K.json, written by its job on its node), the scripts and logs.
+
+jobs.json is only a list of job ids: anyone who can write the results directory can add
+one. A job is this run's only when Slurm says so: it is submitted with the run's tag
+as its comment (`run_tag`, from the results directory's own path, never from a file
+in it), and an earlier invocation's job is followed, waited for and cancelled only
+when squeue shows it under our user with that comment; any other is NOT_OURS."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pwd
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +25,7 @@ from stackmatrix.records._read import JSONObject
 DIR = "slurm"
 JOBS = "jobs.json"
 SCHEMA = 1
+NOT_OURS = "NOT_OURS"  # a recorded job Slurm does not show as this run's: left alone
 
 
 def jobs_dir(run_dir: Path) -> Path:
@@ -29,6 +38,22 @@ def jobs_dir(run_dir: Path) -> Path:
         )
     path.mkdir(exist_ok=True)
     return path
+
+
+def run_tag(run_dir: Path) -> str:
+    """The comment every job of this run is submitted with: a digest of the results
+    directory's resolved path, so that a job of another run (or copied results) never
+    carries it."""
+    digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:16]
+    return f"stackmatrix-run:{digest}"
+
+
+def our_user() -> str:
+    """The user Slurm shows our jobs under (squeue %u)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # a uid without a passwd entry: squeue shows the number
+        return str(os.geteuid())
 
 
 def block_name(block: int) -> str:
@@ -52,7 +77,7 @@ class JobRecord:
     def terminal(self) -> bool:
         from stackmatrix.executor._slurmctl import TERMINAL
 
-        return not self.job_id or self.state in TERMINAL
+        return not self.job_id.isdigit() or self.state in TERMINAL or self.state == NOT_OURS
 
     def to_dict(self) -> JSONObject:
         return {
@@ -115,4 +140,4 @@ class Jobs:
         return [j for j in self.jobs if not j.terminal]
 
     def ids(self, records: Sequence[JobRecord]) -> list[str]:
-        return [j.job_id for j in records if j.job_id]
+        return [j.job_id for j in records if j.job_id.isdigit()]

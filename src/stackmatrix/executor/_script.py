@@ -91,8 +91,11 @@ def sbatch_argv(
     log_stem: str,
     job_name: str,
     after: str | None,
+    comment: str = "",
 ) -> list[str]:
     argv = ["sbatch", "--parsable", f"--job-name={job_name}", "--nodes=1", "--ntasks=1"]
+    if comment:  # the run's tag: how a resume tells its own jobs (executor._records)
+        argv.append(f"--comment={comment}")
     # our own stem, then sbatch's job-id pattern: a requeued job appends to its log
     log = f"{slurm_path(log_dir)}/{log_stem}.%j.out"
     argv += [f"--output={log}", "--open-mode=append", "--requeue"]

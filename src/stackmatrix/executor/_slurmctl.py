@@ -32,6 +32,8 @@ class JobState:
     reason: str = ""  # Slurm's reason (Resources, Dependency, NonZeroExitCode, ...)
     node: str = ""
     exit_code: str = ""  # "rc:signal", when Slurm says
+    user: str = ""  # squeue's word only (who owns a queued or running job)
+    comment: str = ""  # squeue's word only: a job of ours carries the run's tag
 
     @property
     def terminal(self) -> bool:
@@ -70,7 +72,7 @@ def submit(argv: Sequence[str]) -> str:
 
 def states(job_ids: Iterable[str]) -> dict[str, JobState]:
     """Each job's state now; a job no query knows is GONE; none when squeue fails."""
-    ids = list(job_ids)
+    ids = [j for j in job_ids if j.isdigit()]  # one id each, never a list squeue splits
     if not ids:
         return {}
     found = _squeue(ids)
@@ -85,16 +87,18 @@ def states(job_ids: Iterable[str]) -> dict[str, JobState]:
 
 def _squeue(ids: Sequence[str]) -> dict[str, JobState] | None:
     argv = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}"]
-    result = _proc.run([*argv, "--format=%i|%T|%r|%N"], timeout=TIMEOUT_S)
+    # the comment last: it is free text, '|' included
+    result = _proc.run([*argv, "--format=%i|%T|%r|%N|%u|%k"], timeout=TIMEOUT_S)
     if not result.ok:
         # one id that slurmctld forgot is an error of squeue's; anything else is no answer
         return {} if "Invalid job id" in result.output else None
     out: dict[str, JobState] = {}
     for line in result.output.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0] in ids:
+        parts = line.strip().split("|", 5)
+        if len(parts) == 6 and parts[0] in ids:
             out[parts[0]] = JobState(job_id=parts[0], state=_base(parts[1]),
-                                     reason=_none(parts[2]), node=parts[3])  # fmt: skip
+                                     reason=_none(parts[2]), node=parts[3], user=parts[4],
+                                     comment=_none(parts[5]))  # fmt: skip
     return out
 
 

@@ -20,7 +20,15 @@ from stackmatrix import _atomic, _nofollow
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.executor import _slurmctl
 from stackmatrix.executor._plan import blocks_to_run, order_seed, statuses
-from stackmatrix.executor._records import JobRecord, Jobs, block_name, jobs_dir
+from stackmatrix.executor._records import (
+    NOT_OURS,
+    JobRecord,
+    Jobs,
+    block_name,
+    jobs_dir,
+    our_user,
+    run_tag,
+)
 from stackmatrix.executor._script import BlockCommand, sbatch_argv, script_text
 from stackmatrix.outcome import Fail, write
 from stackmatrix.pipeline import (
@@ -86,13 +94,29 @@ class _Submitter:
             raise
 
     def _adopt(self) -> list[JobRecord]:
-        """The jobs an earlier invocation submitted that Slurm still runs or queues."""
-        live = self.jobs.live()
-        self._refresh(live)
+        """The jobs an earlier invocation submitted that Slurm still runs or queues, and
+        shows as this run's; any other recorded job is NOT_OURS, said and left alone."""
+        self._disown(self.jobs.live())
+        self._refresh(self.jobs.live())
         adopted = self.jobs.live()
         for job in adopted:
             self.say("slurm", block_name(job.block), f"following job {job.job_id} ({job.state})")
         return adopted
+
+    def _disown(self, recorded: list[JobRecord]) -> None:
+        now = _slurmctl.states(self.jobs.ids(recorded))
+        tag, user = run_tag(self.run_dir.path), our_user()
+        for job in recorded:
+            state = now.get(job.job_id)
+            if state is not None and state.terminal:
+                continue  # ended: only how it ended is recorded, nothing is done to it
+            why = _not_ours(state, tag=tag, user=user)
+            if why is None:
+                continue
+            reason = f"{why}; not followed, waited for or cancelled"
+            if job.job_id:
+                self.jobs.update(job.job_id, state=NOT_OURS, reason=reason)
+            self.say("slurm", block_name(job.block), f"job {job.job_id} left alone: {why}")
 
     def _submit(self, block: int, *, after: str | None) -> str | None:
         """Block `block` submitted and recorded (None: sbatch refused it, recorded too).
@@ -126,7 +150,8 @@ class _Submitter:
         _atomic.write_text(script, script_text(command, opts.spec.executor, cwd=Path.cwd()))
         name = f"stackmatrix-{opts.spec.name}-{block_name(block)}"
         return sbatch_argv(opts.spec.executor, script=script.resolve(), log_dir=folder,
-                           log_stem=block_name(block), job_name=name, after=after)  # fmt: skip
+                           log_stem=block_name(block), job_name=name, after=after,
+                           comment=run_tag(self.run_dir.path))  # fmt: skip
 
     def _follow(self) -> None:
         while live := self.jobs.live():
@@ -171,6 +196,17 @@ class _Submitter:
             self.say("slurm", block_name(job.block), f"cancelled job {job.job_id}")
         for problem in problems:
             self.say("slurm", "-", f"scancel: {problem}")
+
+
+def _not_ours(state: _slurmctl.JobState | None, *, tag: str, user: str) -> str | None:
+    """Why Slurm's word does not make a live recorded job this run's (None: it does)."""
+    if state is None:
+        return "Slurm did not say whose job it is (no answer from squeue for it)"
+    if state.user != user:
+        return f"Slurm says it is {state.user!r}'s, not {user!r}'s"
+    if state.comment != tag:
+        return f"its comment {state.comment!r} is not this run's {tag!r}"
+    return None
 
 
 def _describe(job: JobRecord, run_dir: Path) -> str:

@@ -105,6 +105,8 @@ def main(argv: list[str]) -> int:
     port = int(argv[argv.index("--port") + 1])
     host = argv[argv.index("--host") + 1]
     print(f"fake engine mode={MODE} argv={argv}", flush=True)
+    if "FAKE_NOTE" in os.environ:  # what the launch handed it, for the tests to read back
+        print(f"fake engine note={os.environ['FAKE_NOTE']}", flush=True)
     if MODE == "port_taken" and _taken_once():
         print(f"ERROR:    [Errno 98] error while attempting to bind on address "
               f"('{host}', {port}): address already in use", flush=True)  # fmt: skip

@@ -29,7 +29,8 @@ def test_a_controller_that_does_not_answer_is_no_news(bin_dir: Path) -> None:
 
 
 def test_an_ended_job_gets_its_exit_code_and_reason_from_scontrol(bin_dir: Path) -> None:
-    _tool(bin_dir, "squeue", 'echo "12|TIMEOUT|TimeLimit|gpu01"\necho "13|PENDING|Resources|"')
+    queued = 'echo "12|TIMEOUT|TimeLimit|gpu01|ci|(null)"\necho "13|PENDING|Resources||ci|a|b"'
+    _tool(bin_dir, "squeue", queued)
     line = ("JobId=12 JobName=stackmatrix-x-cycle-1 JobState=TIMEOUT Reason=TimeLimit "
             "Dependency=(null) ExitCode=0:15 NodeList=gpu01 StdOut=/a b/c.out")  # fmt: skip
     _tool(bin_dir, "scontrol", f'echo "{line}"')
@@ -38,6 +39,8 @@ def test_an_ended_job_gets_its_exit_code_and_reason_from_scontrol(bin_dir: Path)
                                              node="gpu01", exit_code="0:15")  # fmt: skip
     assert found["12"].terminal and not found["12"].ok
     assert found["13"].state == "PENDING" and found["13"].reason == "Resources"
+    assert (found["13"].user, found["13"].comment) == ("ci", "a|b")  # a comment's own '|'
+    assert found["12"].comment == ""
     assert not found["13"].terminal
     assert (bin_dir / "scontrol.argv").read_text() == "--oneliner show job 12\n"
 
@@ -98,7 +101,8 @@ def test_sacct_lines_of_jobs_that_ended_badly() -> None:
 
 
 def test_an_ended_job_is_read_from_accounting_in_one_sacct_call(bin_dir: Path) -> None:
-    _tool(bin_dir, "squeue", 'echo "22|TIMEOUT|TimeLimit|gpu02"\necho "40|RUNNING|None|gpu09"')
+    queued = 'echo "22|TIMEOUT|TimeLimit|gpu02|ci|"\necho "40|RUNNING|None|gpu09|ci|x"'
+    _tool(bin_dir, "squeue", queued)
     _tool(bin_dir, "sacct", "\n".join(f'echo "{ln}"' for ln in SACCT_ENDED.splitlines()))
     _tool(bin_dir, "scontrol", "exit 1")
     found = _slurmctl.states(["21", "22", "40"])  # 21: squeue forgot it
@@ -112,7 +116,7 @@ def test_an_ended_job_is_read_from_accounting_in_one_sacct_call(bin_dir: Path) -
 
 
 def test_without_accounting_or_its_record_the_end_comes_from_scontrol(bin_dir: Path) -> None:
-    _tool(bin_dir, "squeue", 'echo "12|COMPLETED|None|gpu01"')
+    _tool(bin_dir, "squeue", 'echo "12|COMPLETED|None|gpu01|ci|"')
     line = "JobId=12 JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=gpu01"
     _tool(bin_dir, "scontrol", f'echo "{line}"')
     _tool(bin_dir, "sacct", 'echo "Slurm accounting storage is disabled" >&2\nexit 1')

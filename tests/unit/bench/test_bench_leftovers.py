@@ -152,3 +152,20 @@ def test_the_record_holds_a_hash_of_the_nonce_never_the_nonce(tmp_path, server):
     text = leftovers.record(_log(tmp_path), server, 18123, "venv", None, NONCE).read_text()
     assert NONCE not in text
     assert json.loads(text)["nonce_sha256"] == hashlib.sha256(NONCE.encode()).hexdigest()
+
+
+def test_the_log_of_a_server_stopped_or_gone_is_redacted(tmp_path, server, stranger):
+    """Our teardown redacts a log; a SIGKILLed run's teardown never ran, so the log kept
+    what the engine printed (sglang's ServerArgs, api_key included) until the next run."""
+    printed = "ServerArgs(model_path='m', api_key='plain-key-7781', tp_size=8)\nready\n"
+    log = _log(tmp_path)
+    log.write_text(printed)
+    leftovers.record(log, server, 18123, "venv", None, NONCE)
+    other = tmp_path / "run" / "cells" / "b" / "server-L1.log"
+    other.parent.mkdir()
+    other.write_text(printed)  # its record names someone else's live group: not touched
+    leftovers.record(other, stranger, 18124, "venv", None, NONCE)
+    leftovers.reap(tmp_path / "run")
+    assert log.read_text() == printed.replace("plain-key-7781", "<redacted>")
+    assert other.read_text() == printed  # a live process may still write it
+    assert stranger.poll() is None
