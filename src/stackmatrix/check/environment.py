@@ -166,6 +166,7 @@ def _serving_path(
     data["serving_path"] = {
         "known": loaded is not None,
         "module": loaded.module if loaded is not None else None,
+        "judged_on": probe.judged_on(data.get("probe")) if loaded is not None else None,
         "latent": sorted(latent),
         "target_summary": relevance.serving_summary(
             data.get("coverage", {}), data.get("optional", {}), latent
