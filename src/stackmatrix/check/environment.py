@@ -21,6 +21,7 @@ from stackmatrix.build.backends import get_backend
 from stackmatrix.build.base import Environment
 from stackmatrix.check import _data, driver, libs, nvcc, probe, relevance, scancache
 from stackmatrix.check.cudamajor import cell_cuda_findings
+from stackmatrix.check.drivermajor import driver_major_findings
 from stackmatrix.check.features import feature_findings
 from stackmatrix.check.importpath import import_path
 from stackmatrix.check.inventory import Inventory, read_inventory
@@ -64,10 +65,14 @@ def check_environment(
         cache=scan_cache,
     )
     inventory, findings, data = static.inventory, static.findings, static.data
-    drv, drv_findings = driver.driver_check(
-        cuda or _torch_cuda(inventory), declared_driver, cell_id
-    )
+    runtime = cuda or _torch_cuda(inventory)
+    drv, drv_findings = driver.driver_check(runtime, declared_driver, cell_id)
     findings += drv_findings
+    torch = inventory.get("torch")
+    findings += driver_major_findings(
+        data.get("extensions", []), driver.DriverFound(version=drv["found"], source=drv["source"]),
+        runtime, torch.cuda_major if torch is not None else None, cell_id,
+    )  # fmt: skip
     findings += cell_cuda_findings(data.get("extensions", []), inventory, cuda, cell_id)
     data["jit_cache"], jit_found = jit_cache_findings(environment, inventory, cuda, cell_id)
     findings += jit_found
