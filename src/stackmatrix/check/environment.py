@@ -30,6 +30,7 @@ from stackmatrix.check.missinglibs import Userland
 from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
+from stackmatrix.check.torcharch import torch_arch_check
 from stackmatrix.findings import Finding, Severity
 
 
@@ -74,6 +75,8 @@ def check_environment(
         runtime, torch.cuda_major if torch is not None else None, cell_id,
     )  # fmt: skip
     findings += cell_cuda_findings(data.get("extensions", []), inventory, cuda, cell_id)
+    data["torch_arch"], torch_arch_found = torch_arch_check(inventory, targets, cell_id)
+    findings += torch_arch_found
     data["jit_cache"], jit_found = jit_cache_findings(environment, inventory, cuda, cell_id)
     findings += jit_found
     findings += _known_bad(inventory, cell_id)
