@@ -138,11 +138,11 @@ def _finding(
     rel: str, target: str, missing: list[str], kernels: KernelMap, cell: str | None
 ) -> Finding:
     every = frozenset().union(*kernels.values())
-    names = [readable_name(k) for k in missing]
-    shown = ", ".join(names[:_SHOWN]) + (
-        f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
-    )
-    ok = sorted(readable_name(k) for k in every - set(missing))
+    # one name per template: its instantiations differ only in their mangled names
+    names = list(dict.fromkeys(readable_name(k) for k in missing))
+    more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+    shown = ", ".join(names[:_SHOWN]) + more
+    ok = list(dict.fromkeys(sorted(readable_name(k) for k in every - set(missing))))
     return Finding(
         code=CODE,
         severity=Severity.WARN,

@@ -17,6 +17,7 @@ import pytest
 
 from stackmatrix.build.base import Environment
 from stackmatrix.check.phase import CheckOutcome, check_environment
+from stackmatrix.check.render import render_text
 
 pytestmark = pytest.mark.integration
 
@@ -86,6 +87,8 @@ def test_a_v100_is_not_covered_by_a_cu130_torch(torch_site: Path) -> None:
     assert "no kernel image is available for execution on the device" in none.message
     assert outcome.verdict == "incompatible"
     assert outcome.data["torch_arch"]["targets"] == {"sm_70": "none", "sm_90": "native"}
+    shown = "torch archs: sm_75 sm_80 sm_90 (PTX: compute_90); sm_70: none, sm_90: native"
+    assert shown in render_text(outcome)
 
 
 def test_same_major_and_ptx_rules_apply(torch_site: Path) -> None:
