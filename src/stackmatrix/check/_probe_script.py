@@ -6,6 +6,13 @@ imports is handed to it on the command line by check/probe.py, from the engine
 registry: `--modules` (the extension modules to import), `--engine`, and the engine's
 `--serving-modules` (entry modules, in order) and `--model-load-modules`. It prints one
 JSON object on stdout. Without a GPU it says so and runs what it can; it never pretends.
+
+Where the dynamic loader finds no `libcuda.so.1` (a machine without the NVIDIA driver),
+the probe runs itself again with the CUDA toolkit's stub `libcuda.so` as `libcuda.so.1`
+in a private temporary directory put first on that child's LD_LIBRARY_PATH only, so an
+entry module that links the driver imports (the serving path without a GPU); its JSON
+says so (`libcuda.source == "stub"`). A child that gives no result leaves the probe to
+run here, without the stub.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ import json
 import os
 import platform
 import re
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -48,16 +57,122 @@ MORE_CREDENTIAL_NAME_PATTERN = (
 _SECRET = re.compile(f"{CREDENTIAL_NAME_PATTERN}|{MORE_CREDENTIAL_NAME_PATTERN}", re.IGNORECASE)
 
 
+LIBCUDA_STUB_FLAG = "--libcuda-stub"
+LIBCUDA_DIR_FLAG = "--libcuda-dir"
+# a path: that stub; "none": no stub (the probe then judges what imports without one)
+LIBCUDA_STUB_ENV = "STACKMATRIX_LIBCUDA_STUB"
+# where the CUDA toolkit (runfile, .deb, conda) and NVIDIA's wheels put the driver's stub
+_TOOLKIT_STUBS = (
+    "lib64/stubs/libcuda.so",
+    "lib/stubs/libcuda.so",
+    "targets/*/lib/stubs/libcuda.so",
+)
+_WHEEL_STUBS = ("nvidia/*/lib/stubs/libcuda.so", "nvidia/*/lib64/stubs/libcuda.so")
+
+
 def _error(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": str(exc)[:4000]}
 
 
-def behaviour_env() -> dict[str, str]:
+def behaviour_env(stub_dir: str | None = None) -> dict[str, str]:
+    """The variables that change behaviour; the stub's private directory is no part of
+    the cell's own LD_LIBRARY_PATH (it differs on every run)."""
     out: dict[str, str] = {}
     for name, value in sorted(os.environ.items()):
+        if name == "LD_LIBRARY_PATH" and stub_dir:
+            value = os.pathsep.join(p for p in value.split(os.pathsep) if p != stub_dir)
+            if not value:
+                continue
         if name.startswith(ENV_PREFIXES) or name in ENV_NAMES:
             out[name] = "<redacted>" if _SECRET.search(name) else value
     return out
+
+
+def driver_loadable() -> bool:
+    """Whether the dynamic loader finds a libcuda.so.1, asked of a child so that this
+    process maps nothing before the serving path is imported."""
+    argv = [sys.executable, "-S", "-c", "import ctypes; ctypes.CDLL('libcuda.so.1')"]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=120, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def cuda_roots() -> list[Path]:
+    named = [os.environ.get(n) for n in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    roots = [Path(v) for v in named if v] + [Path("/usr/local/cuda")]
+    return roots + sorted(Path("/usr/local").glob("cuda-*"), reverse=True)
+
+
+def _first_file(roots: list[Path], patterns: tuple[str, ...]) -> Path | None:
+    for root in roots:
+        for pattern in patterns:
+            for hit in sorted(root.glob(pattern)):
+                if hit.is_file():
+                    return hit
+    return None
+
+
+def find_libcuda_stub() -> Path | None:
+    """The driver's stub: $STACKMATRIX_LIBCUDA_STUB, else a CUDA toolkit's, else one
+    shipped in an `nvidia` wheel of the import path."""
+    chosen = os.environ.get(LIBCUDA_STUB_ENV)
+    if chosen:
+        return Path(chosen) if chosen != "none" and Path(chosen).is_file() else None
+    wheels = [Path(p) for p in sys.path if p and Path(p).is_dir()]
+    return _first_file(cuda_roots(), _TOOLKIT_STUBS) or _first_file(wheels, _WHEEL_STUBS)
+
+
+def _own_argv() -> list[str] | None:
+    """This process's arguments after the interpreter (the -c source included), read
+    from /proc: the probe is handed to the interpreter as a string, not a file."""
+    try:
+        raw = Path("/proc/self/cmdline").read_bytes()
+    except OSError:
+        return None
+    words = raw[:-1].split(b"\0") if raw.endswith(b"\0") else raw.split(b"\0")
+    return [os.fsdecode(w) for w in words[1:]]
+
+
+def rerun_with_stub(stub: Path) -> tuple[str | None, str | None]:
+    """(the output of this probe run again with `stub` as libcuda.so.1, None when that
+    run gave no result; why not)."""
+    args = _own_argv()
+    if args is None:
+        return None, "/proc/self/cmdline is unreadable"
+    with tempfile.TemporaryDirectory(prefix="stackmatrix-libcuda-") as tmp:
+        (Path(tmp) / "libcuda.so.1").symlink_to(stub)
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (tmp, os.environ.get("LD_LIBRARY_PATH")) if p
+        )
+        argv = [sys.executable, *args, LIBCUDA_STUB_FLAG, str(stub), LIBCUDA_DIR_FLAG, tmp]
+        try:
+            done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, check=False)  # fmt: skip
+        except OSError as exc:
+            return None, f"cannot run {sys.executable}: {exc}"
+    out = done.stdout.decode("utf-8", errors="replace")
+    if done.returncode != 0 or MARKER not in out:
+        return None, f"the probe with the stub exited with {done.returncode} and no result"
+    return out, None
+
+
+def libcuda_plan(argv: list[str]) -> tuple[dict[str, Any], str | None]:
+    """(what libcuda.so.1 this probe has: the driver's, the stub, none; the output of
+    the stubbed child, to print instead of running here)."""
+    stub = _arg(argv, LIBCUDA_STUB_FLAG)
+    if stub is not None:
+        return {"source": "stub", "stub": stub}, None
+    if driver_loadable():
+        return {"source": "driver"}, None
+    found = find_libcuda_stub()
+    if found is None:
+        return {"source": "none", "stub": None}, None
+    out, why = rerun_with_stub(found)
+    return {"source": "none", "stub": str(found), "stub_error": why}, out
 
 
 def probe_torch() -> tuple[dict[str, Any], Any]:
@@ -264,6 +379,10 @@ def serving_plan(argv: list[str]) -> tuple[str | None, list[str], list[str]]:
 
 
 def main(argv: list[str]) -> int:
+    libcuda, stubbed = libcuda_plan(argv)
+    if stubbed is not None:
+        sys.stdout.write(stubbed)
+        return 0
     modules = _names(argv, "--modules")
     engine, entry, model_load = serving_plan(argv)
     # first: what the probe imports itself (torch, every extension module) is no
@@ -291,7 +410,8 @@ def main(argv: list[str]) -> int:
         "gpu": devices,
         "driver": probe_driver(),
         "imports": probe_imports(modules),
-        "env": behaviour_env(),
+        "env": behaviour_env(_arg(argv, LIBCUDA_DIR_FLAG)),
+        "libcuda": libcuda,
         "serving": serving,
         "loaded_libraries": loaded,
     }

@@ -132,7 +132,9 @@ def _driver_problem(
                 "SM-DRIVER-OLD",
                 Severity.FAIL,
                 f"CUDA {runtime} needs a driver >= {req.family_min} (>= {req.toolkit_min} "
-                f"for full support); the {found.source} driver is {found.version}: upgrade it",
+                f"for full support); the {found.source} driver is {found.version}, so the "
+                "runtime's first call fails with \"CUDA driver version is insufficient for "
+                'CUDA runtime version": upgrade it',
             )
         case "minor-compat":
             return (

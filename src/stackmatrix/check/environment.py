@@ -21,6 +21,7 @@ from stackmatrix.build.backends import get_backend
 from stackmatrix.build.base import Environment
 from stackmatrix.check import _data, driver, libs, nvcc, probe, relevance, scancache
 from stackmatrix.check.cudamajor import cell_cuda_findings
+from stackmatrix.check.drivermajor import driver_major_findings
 from stackmatrix.check.features import feature_findings
 from stackmatrix.check.importpath import import_path
 from stackmatrix.check.inventory import Inventory, read_inventory
@@ -29,6 +30,7 @@ from stackmatrix.check.missinglibs import Userland
 from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
+from stackmatrix.check.torcharch import torch_arch_check
 from stackmatrix.findings import Finding, Severity
 
 
@@ -64,11 +66,17 @@ def check_environment(
         cache=scan_cache,
     )
     inventory, findings, data = static.inventory, static.findings, static.data
-    drv, drv_findings = driver.driver_check(
-        cuda or _torch_cuda(inventory), declared_driver, cell_id
-    )
+    runtime = cuda or _torch_cuda(inventory)
+    drv, drv_findings = driver.driver_check(runtime, declared_driver, cell_id)
     findings += drv_findings
+    torch = inventory.get("torch")
+    findings += driver_major_findings(
+        data.get("extensions", []), driver.DriverFound(version=drv["found"], source=drv["source"]),
+        runtime, torch.cuda_major if torch is not None else None, cell_id,
+    )  # fmt: skip
     findings += cell_cuda_findings(data.get("extensions", []), inventory, cuda, cell_id)
+    data["torch_arch"], torch_arch_found = torch_arch_check(inventory, targets, cell_id)
+    findings += torch_arch_found
     data["jit_cache"], jit_found = jit_cache_findings(environment, inventory, cuda, cell_id)
     findings += jit_found
     findings += _known_bad(inventory, cell_id)
@@ -166,6 +174,7 @@ def _serving_path(
     data["serving_path"] = {
         "known": loaded is not None,
         "module": loaded.module if loaded is not None else None,
+        "judged_on": probe.judged_on(data.get("probe")) if loaded is not None else None,
         "latent": sorted(latent),
         "target_summary": relevance.serving_summary(
             data.get("coverage", {}), data.get("optional", {}), latent

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from stackmatrix.check import coverage, libs, missinglibs, symbols
+from stackmatrix.check import coverage, kernels, libs, missinglibs, symbols
 from stackmatrix.check._elffile import is_elf
 from stackmatrix.check.inventory import Inventory
 from stackmatrix.check.scan import ExtensionScan, scan_extension
@@ -159,6 +159,18 @@ def coverage_of(
 ) -> coverage.ArchCoverage:
     return coverage.coverage_of(
         [(r.relpath, r.scan.fatbin) for r in results], targets, rules, optional
+    )
+
+
+def arch_findings(
+    results: Sequence[ExtResult], cov: coverage.ArchCoverage, cell: str | None
+) -> list[Finding]:
+    """Each file's coverage of each target (coverage.py), then its kernels' (kernels.py)."""
+    files = [
+        (r.relpath, r.scan.path, r.scan.fatbin) for r in results if r.relpath not in cov.optional
+    ]
+    return coverage.coverage_findings(cov, cell) + kernels.kernel_findings(
+        files, cov.per_target, cell
     )
 
 

@@ -61,6 +61,7 @@ class FatbinEntry(NamedTuple):
     compression: str | None  # "zstd", "lz4" or None
     uncompressed_size: int
     raw_kind: int
+    offset: int = 0  # of the payload in the file (read by kernels.py)
 
     @property
     def arch(self) -> str:
@@ -188,6 +189,7 @@ def _entry(
         compression=compression,
         uncompressed_size=usize if compressed else (csize or size),
         raw_kind=kind,
+        offset=pos + header_size,
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.check import coverage, extension, libs, scan
+from stackmatrix.check import extension, libs, scan
 from stackmatrix.check._elftypes import ELFError
 from stackmatrix.check.inventory import Inventory, read_inventory
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
@@ -164,7 +164,7 @@ def _inspect_files(files: list[tuple[Path, Path]], targets: Sequence[str]) -> Ch
         except (OSError, ELFError) as exc:
             unreadable.append(scan.unreadable(p, exc, None))
     cov = extension.coverage_of(results, targets, (), ())
-    findings = unreadable + coverage.coverage_findings(cov, None)
+    findings = unreadable + extension.arch_findings(results, cov, None)
     data: dict[str, Any] = {
         "inventory": [],
         "cuda_majors": sorted({m for r in results for m in extension.cuda_majors_of(r)}),

@@ -126,7 +126,8 @@ def probe_check(
 ) -> tuple[dict[str, Any] | None, list[Finding]]:
     """The probe's data (None when it did not run) and its findings: SM-PROBE-FAILED,
     SM-IMPORT-FAILED or SM-IMPORT-NEEDS-DRIVER, SM-NO-GPU, SM-SMOKE-FAILED,
-    SM-SERVING-PATH-UNKNOWN."""
+    SM-SERVING-PATH-UNKNOWN, SM-SERVING-IMPORT-FAILED, SM-SERVING-PARTIAL,
+    SM-SERVING-STUB-LIBCUDA."""
     try:
         data = run_probe(
             python,
@@ -151,6 +152,7 @@ def probe_check(
             out.append(_import_finding(name, res.get("error", {}), data, cell))
     out += _serving_findings(data.get("serving"), cell)
     out += _entry_findings(data, cell)
+    out += _stub_findings(data, cell)
     if not data.get("gpu", {}).get("cuda_available"):
         out.append(
             Finding(
@@ -215,8 +217,8 @@ def _entry_findings(data: dict[str, Any], cell: str | None) -> list[Finding]:
         message = (
             f"the server's entry module {name} needs the NVIDIA driver's libcuda.so.1, "
             "which this machine lacks; which libraries the server loads is judged from "
-            f"{imported or 'nothing'}, a part of its serving path, and is read again on a "
-            "GPU host"
+            f"{imported or 'nothing'}, a part of its serving path ({_no_stub(data)}), "
+            "and is read again on a GPU host"
         )
     else:
         code, severity = "SM-SERVING-IMPORT-FAILED", Severity.FAIL
@@ -225,6 +227,53 @@ def _entry_findings(data: dict[str, Any], cell: str | None) -> list[Finding]:
     finding = Finding(
         code=code, severity=severity, cell=cell, subject=name, message=message,
         details={"error": err},
+    )  # fmt: skip
+    return [finding]
+
+
+def _no_stub(data: dict[str, Any]) -> str:
+    """Why the probe did not import the entry with the CUDA toolkit's stub libcuda."""
+    libcuda = data.get("libcuda")
+    if not isinstance(libcuda, dict):
+        return "this probe does not try the toolkit's stub libcuda"
+    if not libcuda.get("stub"):
+        return (
+            "no stub libcuda.so found: none under CUDA_HOME's or /usr/local/cuda's "
+            "lib64/stubs, targets/*/lib/stubs, nor in an nvidia wheel"
+        )
+    return f"the stub {libcuda['stub']} was tried: {libcuda.get('stub_error')}"
+
+
+def judged_on(data: dict[str, Any] | None) -> str | None:
+    """Which loaded set the serving path was judged on: "entry" (the server's own entry
+    module imported), "entry with stub libcuda" (it imported with the toolkit's stub in
+    place of the driver's libcuda.so.1), "fallback" (a lighter entry module), or None."""
+    serving = (data or {}).get("serving")
+    if not isinstance(serving, dict) or not serving.get("imported"):
+        return None
+    attempts = [a for a in serving.get("modules", []) if isinstance(a, dict)]
+    if not attempts or attempts[0].get("module") != serving["imported"]:
+        return "fallback"
+    libcuda = (data or {}).get("libcuda")
+    stub = isinstance(libcuda, dict) and libcuda.get("source") == "stub"
+    return "entry with stub libcuda" if stub else "entry"
+
+
+def _stub_findings(data: dict[str, Any], cell: str | None) -> list[Finding]:
+    """SM-SERVING-STUB-LIBCUDA: the server's entry imported with the toolkit's stub in
+    place of the driver's libcuda.so.1, which this machine lacks; what it mapped is the
+    serving path, read without a GPU."""
+    if judged_on(data) != "entry with stub libcuda":
+        return []
+    name, stub = str(data["serving"]["imported"]), str(data["libcuda"].get("stub"))
+    message = (
+        f"the server's entry module {name} imported with the CUDA toolkit's stub {stub} as "
+        "libcuda.so.1 (this machine has no NVIDIA driver); which libraries the server "
+        f"loads is judged from {name} itself"
+    )
+    finding = Finding(
+        code="SM-SERVING-STUB-LIBCUDA", severity=Severity.INFO, cell=cell, subject=name,
+        message=message, details={"stub": stub, "judged_on": "entry with stub libcuda"},
     )  # fmt: skip
     return [finding]
 

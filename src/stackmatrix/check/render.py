@@ -31,6 +31,11 @@ def render_text(outcome: _Outcome) -> str:
             f"driver: CUDA {drv['cuda']} needs >= {drv.get('required_min')}; "
             f"found {drv.get('found') or 'none'} ({drv.get('source')})"
         )
+    if data.get("torch_arch"):
+        ta = data["torch_arch"]
+        per = ", ".join(f"{t}: {c}" for t, c in ta.get("targets", {}).items())
+        lines.append(f"torch archs: {' '.join(ta.get('cubins', []))} (PTX: "
+                     f"{' '.join(ta.get('ptx', [])) or '-'}); {per}")  # fmt: skip
     if data.get("cuda_majors"):
         lines.append("CUDA majors: " + ", ".join(str(m) for m in data["cuda_majors"]))
     lines.append("")

@@ -89,7 +89,7 @@ def static_check(
     majors, cuda_findings = extension.cuda_findings(loaded, inventory, cell_id)
     findings += cuda_findings
     cov = extension.coverage_of(results, targets, coverage.loader_rules(), optional)
-    findings += coverage.coverage_findings(cov, cell_id)
+    findings += extension.arch_findings(results, cov, cell_id)
     data: dict[str, Any] = {
         "inventory": [d.to_dict() for d in inventory.distributions],
         "cuda_majors": majors,

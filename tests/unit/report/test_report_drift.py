@@ -358,6 +358,8 @@ def test_what_the_probes_imports_mapped_is_no_difference(tmp_path, rules):
 
     def probe(lib: str, imported: str, ok: bool) -> dict[str, Any]:
         return {
+            # which libcuda.so.1 the probe ran with: a toolkit stub at each image's path
+            "libcuda": {"source": "stub", "stub": f"/usr/local/{lib}/lib64/stubs/libcuda.so"},
             "loaded_libraries": [f"/opt/venv/site-packages/{lib}"],
             "serving": {"imported": imported, "modules": [{"module": imported, "ok": True}]},
             "imports": {"deep_gemm": {"ok": ok, "traceback_tail": [f"File {lib}"]}},
