@@ -33,6 +33,7 @@ from stackmatrix.report.matrix import (
     PointRow,
 )
 from stackmatrix.report.power import Calibration, calibrate
+from stackmatrix.report.prompt_lengths import prompt_length_notes
 from stackmatrix.report.protocol import protocol
 from stackmatrix.report.stats import (
     Comparison,
@@ -106,6 +107,7 @@ def build_model(
     notes += [cold.note() for cold in cold_first_launches(cells, headline)]
     notes += slow_startups(cells)
     notes += cache_notes(results.cells)
+    notes += prompt_length_notes(results.cells)
     notes += not_interleaved(results.cells, results.baseline)
     return MatrixReport(
         spec_name=run.spec_name,
