@@ -14,7 +14,7 @@ from stackmatrix.bench.client import RequestRecord
 from stackmatrix.bench.workload import BenchRequest
 from stackmatrix.records._read import JSONObject
 
-STAT_NAMES = ("mean", "median", "p90", "p99")
+STAT_NAMES = ("mean", "median", "p90", "p99", "p999")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -28,13 +28,17 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def describe(values_ms: Sequence[float], name: str) -> dict[str, float | None]:
+    """Mean and percentiles of one round's samples, and how many there are
+    (`<name>_samples`: a p99.9 of fewer than 1000 is little more than the largest)."""
     if not values_ms:
-        return {f"{name}_{s}_ms": None for s in STAT_NAMES}
+        return {f"{name}_{s}_ms": None for s in STAT_NAMES} | {f"{name}_samples": 0}
     return {
         f"{name}_mean_ms": statistics.fmean(values_ms),
         f"{name}_median_ms": percentile(values_ms, 50),
         f"{name}_p90_ms": percentile(values_ms, 90),
         f"{name}_p99_ms": percentile(values_ms, 99),
+        f"{name}_p999_ms": percentile(values_ms, 99.9),
+        f"{name}_samples": len(values_ms),
     }
 
 
