@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.tokenizer_json import write_tokenizer
@@ -55,7 +56,7 @@ def _bench(tmp: Path, model: Path, env: Environment) -> tuple[Path, PhaseResult]
     return rd.path, results["base"]
 
 
-def _rows(run: Path, result: PhaseResult) -> list[dict[str, object]]:
+def _rows(run: Path, result: PhaseResult) -> list[dict[str, Any]]:
     rnd = result.data["launches"][0]["rounds"][0]
     text = (run / "cells" / "base" / rnd["requests_file"]).read_text()
     return [json.loads(line) for line in text.splitlines()]

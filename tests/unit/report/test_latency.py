@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.support.synthetic import story_cells, write_run
 
@@ -25,7 +26,9 @@ def test_a_round_has_p999_and_sample_counts() -> None:
     m = metrics.round_metrics(recs, 10.0)
     assert (m["ttft_samples"], m["itl_samples"], m["tpot_samples"]) == (2000, 4000, 2000)
     assert m["ttft_p999_ms"] == metrics.percentile([float(i) for i in range(1, 2001)], 99.9)
-    assert m["ttft_p999_ms"] > m["ttft_p99_ms"] > m["ttft_p90_ms"]
+    p999, p99, p90 = m["ttft_p999_ms"], m["ttft_p99_ms"], m["ttft_p90_ms"]
+    assert p999 is not None and p99 is not None and p90 is not None
+    assert p999 > p99 > p90
     assert metrics.round_metrics([], 1.0)["ttft_samples"] == 0
 
 
@@ -53,7 +56,7 @@ def _run(tmp_path: Path, samples: dict[str, int], point: bool = False) -> Path:
 def test_percentiles_per_cell_with_counts_and_the_few_samples_label(tmp_path: Path) -> None:
     run = _run(tmp_path, {"ttft": 64, "itl": 4032, "tpot": 64})
     report = build_model(load_run(run))
-    data = report.to_dict()
+    data: Any = report.to_dict()
     rows = {r["cell"]: r for r in data["latency"]}
     assert set(rows) == {c.id for c in story_cells() if c.build_status.value == "ok"}
     first = rows[sorted(rows)[0]]
@@ -76,7 +79,8 @@ def test_many_samples_have_no_label(tmp_path: Path) -> None:
 
 def test_a_load_point_has_its_own_table(tmp_path: Path) -> None:
     report = build_model(load_run(_run(tmp_path, {"ttft": 64, "itl": 64, "tpot": 64}, True)))
-    [point] = report.to_dict()["points"]
+    data: Any = report.to_dict()
+    [point] = data["points"]
     assert point["latency"] and point["latency"][0]["tpot"]["p99.9_ms"] == 40.0
     md = render_md.render(report)
     assert "##### Latency percentiles (ms)" in md

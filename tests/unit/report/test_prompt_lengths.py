@@ -4,6 +4,7 @@ the round's check it reads (bench/metrics.py prompt_check)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.support.synthetic import story_cells, write_run
@@ -35,13 +36,13 @@ def test_a_round_counts_the_requests_of_another_length() -> None:
     assert metrics.prompt_check(recs[:1], reqs) == {"checked": 1, "mismatched": 0}
 
 
-def _run(tmp_path: Path, cell: str, checks: list[dict[str, object]]) -> Path:
+def _run(tmp_path: Path, cell: str, checks: Sequence[Mapping[str, object]]) -> Path:
     run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
                     cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
     path = run / "cells" / cell / "bench.json"
     doc = json.loads(path.read_text())
     rounds = [rnd for launch in doc["data"]["launches"] for rnd in launch["rounds"]]
-    for rnd, check in zip(rounds, checks * len(rounds), strict=False):
+    for rnd, check in zip(rounds, list(checks) * len(rounds), strict=False):
         rnd["prompt_lengths"] = check
     path.write_text(json.dumps(doc))
     return run
