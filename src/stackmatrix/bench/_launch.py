@@ -317,10 +317,11 @@ class _Rounds:
             warm_errors = self._fixed_warmup(opts, wl)
         outcome = run_round(wl.measured, opts)
         name = layout.requests_file(self.k, r, point)
-        records = [x.to_dict() for x in outcome.records]
-        workload.write_requests(self.st.cell_dir.file(name), records)
+        workload.write_requests(self.st.cell_dir.file(name), _rows(outcome, wl))
         figures = metrics.round_metrics(outcome.records, outcome.duration_s)
         extra = client_cpu(outcome, figures)  # adds the client's share to `figures`
+        if wl.exact_lengths:
+            extra["prompt_lengths"] = metrics.prompt_check(outcome.records, wl.measured)
         record = RoundRecord(
             index=r,
             metrics=dict(figures),
@@ -338,6 +339,21 @@ class _Rounds:
             return 0
         warm = run_round(wl.warmup, dataclasses.replace(opts, use_arrivals=False))
         return sum(not rec.ok for rec in warm.records)
+
+
+def _rows(outcome: RoundOutcome, wl: workload.WorkloadSet) -> list[JSONObject]:
+    """The round's request records; of a workload of exact lengths, each with its
+    input_len, and `prompt_len_mismatch` where the server counted another."""
+    rows = [x.to_dict() for x in outcome.records]
+    if not wl.exact_lengths:
+        return rows
+    wanted = {r.index: r.input_len for r in wl.measured}
+    bad = {rec.index for rec, _ in metrics.prompt_mismatches(outcome.records, wl.measured)}
+    for row, rec in zip(rows, outcome.records, strict=True):
+        row["input_len"] = wanted[rec.index]
+        if rec.index in bad:
+            row["prompt_len_mismatch"] = True
+    return rows
 
 
 def _client_workers(bench: Bench, wk: Workload) -> int:

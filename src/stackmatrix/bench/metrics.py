@@ -11,8 +11,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from stackmatrix.bench.client import RequestRecord
+from stackmatrix.bench.workload import BenchRequest
+from stackmatrix.records._read import JSONObject
 
-STAT_NAMES = ("mean", "median", "p90", "p99")
+STAT_NAMES = ("mean", "median", "p90", "p99", "p999")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -26,13 +28,17 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def describe(values_ms: Sequence[float], name: str) -> dict[str, float | None]:
+    """Mean and percentiles of one round's samples, and how many there are
+    (`<name>_samples`: a p99.9 of fewer than 1000 is little more than the largest)."""
     if not values_ms:
-        return {f"{name}_{s}_ms": None for s in STAT_NAMES}
+        return {f"{name}_{s}_ms": None for s in STAT_NAMES} | {f"{name}_samples": 0}
     return {
         f"{name}_mean_ms": statistics.fmean(values_ms),
         f"{name}_median_ms": percentile(values_ms, 50),
         f"{name}_p90_ms": percentile(values_ms, 90),
         f"{name}_p99_ms": percentile(values_ms, 99),
+        f"{name}_p999_ms": percentile(values_ms, 99.9),
+        f"{name}_samples": len(values_ms),
     }
 
 
@@ -73,6 +79,31 @@ def round_metrics(records: Sequence[RequestRecord], duration_s: float) -> dict[s
     metrics |= describe([t * 1e3 for t in tpots], "tpot")
     metrics |= describe([r.e2e_s * 1e3 for r in ok if r.e2e_s is not None], "e2e")
     return metrics
+
+
+def prompt_mismatches(
+    records: Sequence[RequestRecord], requests: Sequence[BenchRequest]
+) -> list[tuple[RequestRecord, int]]:
+    """The completed requests whose prompt reached the server (its usage.prompt_tokens)
+    with another length than the workload's input_len, each with that input_len."""
+    wanted = {r.index: r.input_len for r in requests}
+    return [
+        (rec, wanted[rec.index])
+        for rec in records
+        if rec.ok and rec.prompt_tokens is not None and rec.prompt_tokens != wanted[rec.index]
+    ]
+
+
+def prompt_check(records: Sequence[RequestRecord], requests: Sequence[BenchRequest]) -> JSONObject:
+    """A round's check of exact prompt lengths: requests whose length the server told
+    (`checked`), those of another length (`mismatched`) and the first of them."""
+    checked = sum(rec.ok and rec.prompt_tokens is not None for rec in records)
+    bad = prompt_mismatches(records, requests)
+    out: JSONObject = {"checked": checked, "mismatched": len(bad)}
+    if bad:
+        rec, want = bad[0]
+        out["first"] = {"index": rec.index, "input_len": want, "prompt_tokens": rec.prompt_tokens}
+    return out
 
 
 def launch_summary(rounds: Sequence[Mapping[str, Mapping[str, object]]]) -> dict[str, float]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackmatrix import _atomic, layout
-from stackmatrix.bench import adaptive, envfacts, leftovers, schedule, workload
+from stackmatrix.bench import adaptive, envfacts, leftovers, schedule, tokenizer, workload
 from stackmatrix.bench._cell import CellState, finish, record_launch
 from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
@@ -66,9 +66,16 @@ def run_bench_phase(
     for line in leftovers.reap(run_dir.path):  # servers a SIGKILLed run of these results left
         say("-", line)
     spec_dir = Path(spec.path).parent if spec.path else None
-    wl = workload.generate(bench.workload, spec_dir=spec_dir)
-    points = tuple((pt, workload.generate(pt.workload, spec_dir=spec_dir)) for pt in bench.points)
-    wl_hash = _write_workload(run_dir, wl, points)
+    model = _model(bench, spec_dir)
+    tok, lengths = tokenizer.find(bench.tokenizer, model, spec_dir)
+    if tok is None:
+        say("-", f"prompt lengths are by words, not exact: {lengths.why}")
+    wl = workload.generate(bench.workload, spec_dir=spec_dir, tokenizer=tok)
+    points = tuple(
+        (pt, workload.generate(pt.workload, spec_dir=spec_dir, tokenizer=tok))
+        for pt in bench.points
+    )
+    wl_hash = _write_workload(run_dir, wl, points, lengths)
     states: dict[str, CellState] = {}
     final: dict[str, PhaseResult] = {}
     for cid in cell_ids:
@@ -84,7 +91,7 @@ def run_bench_phase(
     plan = adaptive.Plan.of(bench)
     seed = _seed(spec, run_dir)
     cycles = _Cycles(spec=spec, bench=bench, engine=engine, states=states,
-                     model=_model(bench, spec_dir), wl=wl, wl_hash=wl_hash, points=points,
+                     model=model, wl=wl, wl_hash=wl_hash, points=points,
                      say=say, order=order, seed=seed, run_dir=run_dir)  # fmt: skip
     if plan.adaptive:
         _record_planned(states, plan)
@@ -396,14 +403,25 @@ def _model(bench: Bench, spec_dir: Path | None) -> str:
     return bench.model
 
 
-def _write_workload(run_dir: RunDir, wl: workload.WorkloadSet, points: Points = ()) -> str:
-    """RUN/workload.jsonl (and workload-<point>.jsonl per load point) and workload.json;
-    the hash of them all (the headline's alone when there are no points)."""
+def _write_workload(
+    run_dir: RunDir,
+    wl: workload.WorkloadSet,
+    points: Points = (),
+    lengths: tokenizer.PromptLengths | None = None,
+) -> str:
+    """RUN/workload.jsonl (and workload-<point>.jsonl per load point) and workload.json
+    (with how the prompts got their lengths); the hash of them all (the headline's alone
+    when there are no points)."""
     path = run_dir.path / workload.WORKLOAD_FILE
     data = wl.to_jsonl()
     if not path.is_file() or path.read_bytes() != data:
         workload.write(run_dir.path, wl)
     info: JSONObject = {"hash": wl.hash, "measured": len(wl.measured), "warmup": len(wl.warmup)}
+    if lengths is not None:
+        made = lengths.to_dict()
+        if unfitted := wl.unfitted + sum(pwl.unfitted for _, pwl in points):
+            made["unfitted"] = unfitted  # prompts a token off: no cut reached their length
+        info["prompt_lengths"] = made
     if not points:
         run_dir.write_json(layout.WORKLOAD_JSON, info)
         return wl.hash

@@ -3,7 +3,8 @@
 Random prompts are drawn from a fixed list of common English words with a seeded
 RNG. With byte-level BPE vocabularies (Llama, Qwen, Kimi, the tiny test model) each
 of these words, preceded by a space, is one token, so a prompt of N words is close
-to N tokens without the client loading a tokenizer. See docs/bench.md.
+to N tokens even without a tokenizer; with the model's tokenizer (`tokenizer`) each
+prompt is fitted to exactly N tokens. See docs/bench.md.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackmatrix import _atomic, _jsonload, _nofollow, layout
+from stackmatrix.bench.tokenizer import PromptTokenizer
 from stackmatrix.errors import SpecError
 from stackmatrix.records._read import JSONObject
 from stackmatrix.spec_model import Workload
@@ -64,7 +66,9 @@ class BenchRequest:
 
     index: int
     prompt: str
-    input_len: int  # intended prompt length in tokens (words for random prompts)
+    # intended prompt length in tokens: exact for random prompts fitted by the model's
+    # tokenizer, else its words
+    input_len: int
     max_tokens: int
     arrival_s: float  # offset from the round's start; 0.0 when request_rate is inf
     warmup: bool = False
@@ -98,6 +102,10 @@ class WorkloadSet:
 
     measured: tuple[BenchRequest, ...]
     warmup: tuple[BenchRequest, ...]
+    # every prompt was fitted to its input_len by the model's tokenizer, so the
+    # server's usage.prompt_tokens is checked against it (never part of the bytes)
+    exact_lengths: bool = False
+    unfitted: int = 0  # prompts no cut brought to their length (they are a token off)
 
     def to_jsonl(self) -> bytes:
         lines = [json.dumps(r.to_dict(), sort_keys=True) for r in (*self.warmup, *self.measured)]
@@ -108,27 +116,48 @@ class WorkloadSet:
         return hashlib.sha256(self.to_jsonl()).hexdigest()
 
 
-def generate(workload: Workload, *, spec_dir: Path | None = None) -> WorkloadSet:
-    """Build the requests that `workload` describes (deterministic for a given seed)."""
+def generate(
+    workload: Workload, *, spec_dir: Path | None = None, tokenizer: PromptTokenizer | None = None
+) -> WorkloadSet:
+    """Build the requests that `workload` describes (deterministic for a given seed and
+    tokenizer); random prompts fitted to their lengths by `tokenizer` where given."""
     rng = random.Random(workload.seed)
+    fitter = _Fitter(tokenizer if workload.kind == "random" else None)  # a file's are its own
     if workload.kind == "file":
         measured_specs = _file_prompts(workload, spec_dir)
     else:
-        measured_specs = _random_prompts(workload, rng, workload.num_prompts)
+        measured_specs = _random_prompts(workload, rng, workload.num_prompts, fitter)
     arrivals = arrival_times(len(measured_specs), workload.request_rate, rng)
     measured = tuple(
         BenchRequest(index=i, prompt=p, input_len=n, max_tokens=m, arrival_s=t)
         for i, ((p, n, m), t) in enumerate(zip(measured_specs, arrivals, strict=True))
     )
     warm_rng = random.Random(workload.seed + 1_000_003)
-    warm_specs = _random_prompts(workload, warm_rng, workload.warmup)
+    warm_specs = _random_prompts(workload, warm_rng, workload.warmup, fitter)
     if workload.kind == "file" and measured_specs:
         warm_specs = [measured_specs[i % len(measured_specs)] for i in range(workload.warmup)]
     warmup = tuple(
         BenchRequest(index=i, prompt=p, input_len=n, max_tokens=m, arrival_s=0.0, warmup=True)
         for i, (p, n, m) in enumerate(warm_specs)
     )
-    return WorkloadSet(measured=measured, warmup=warmup)
+    exact = fitter.tokenizer is not None
+    return WorkloadSet(measured=measured, warmup=warmup, exact_lengths=exact,
+                       unfitted=fitter.unfitted)  # fmt: skip
+
+
+@dataclass
+class _Fitter:
+    """Joins a prompt's words, fitted to its length by the tokenizer where there is one."""
+
+    tokenizer: PromptTokenizer | None
+    unfitted: int = 0
+
+    def prompt(self, words: Sequence[str], target: int) -> str:
+        if self.tokenizer is None:
+            return " ".join(words)
+        text, n = self.tokenizer.fit(words, target)
+        self.unfitted += n != target
+        return text
 
 
 def arrival_times(count: int, rate: float, rng: random.Random) -> list[float]:
@@ -148,14 +177,15 @@ def _lengths(target: int, ratio: float, rng: random.Random) -> int:
 
 
 def _random_prompts(
-    workload: Workload, rng: random.Random, count: int
+    workload: Workload, rng: random.Random, count: int, fitter: _Fitter
 ) -> list[tuple[str, int, int]]:
+    """The RNG draws the same words with or without a tokenizer: it only cuts them."""
     out = []
     for _ in range(count):
         n_in = _lengths(workload.input_len, workload.range_ratio, rng)
         n_out = _lengths(workload.output_len, workload.range_ratio, rng)
-        prompt = " ".join(rng.choice(WORDS) for _ in range(n_in))
-        out.append((prompt, n_in, n_out))
+        words = [rng.choice(WORDS) for _ in range(n_in)]
+        out.append((fitter.prompt(words, n_in), n_in, n_out))
     return out
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
+from stackmatrix.report.latency import KINDS, SMALL_P999, LatencyRow, Percentiles
 from stackmatrix.report.stats import Comparison, Interval
 
 METRIC_LABELS = {
@@ -237,3 +238,27 @@ def shape_text(launches: Sequence[Any], sep: str = " x ") -> str:
         return "0"
     rounds = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     return f"{len(launches)}{sep}{rounds}"
+
+
+LATENCY_TITLE = "Latency percentiles (ms): p50 / p90 / p99 / p99.9, samples per round"
+FEW_P999_MARK = "†"
+FEW_P999_NOTE = (
+    f"{FEW_P999_MARK} a p99.9 of fewer than {SMALL_P999:,} samples per round: it lies "
+    "among the round's few largest values, not a measured 99.9th percentile."
+)
+
+
+def latency_table(rows: Sequence[LatencyRow]) -> tuple[list[str], list[list[str]], str | None]:
+    """The header, the rows and the footnote (where a p99.9 is of few samples) of a
+    load's latency percentiles."""
+    header = ["cell"] + [h for _, label in KINDS for h in (label, "n")]
+    body = [[r.cell] + [x for p in r.percentiles for x in _latency_cells(p)] for r in rows]
+    few = any(p.few_for_p999 and p.values[-1] is not None for r in rows for p in r.percentiles)
+    return header, body, FEW_P999_NOTE if few else None
+
+
+def _latency_cells(p: Percentiles) -> list[str]:
+    texts = [number(v) for v in p.values]
+    if p.few_for_p999 and p.values[-1] is not None:
+        texts[-1] += FEW_P999_MARK
+    return [" / ".join(texts), "—" if p.samples is None else f"{p.samples:,}"]

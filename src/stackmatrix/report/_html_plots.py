@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from stackmatrix.report import _fmt, _svg, _timeline
 from stackmatrix.report._html import TONE, esc, html_table
+from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import MatrixReport, PointRow
 from stackmatrix.report.stats import Verdict
 
@@ -68,6 +69,7 @@ def points(report: MatrixReport) -> str:
             title=f"{label} at {_fmt.point_title(pt)}",
         )
         parts += [f"<h3>{esc(_fmt.point_title(pt))}</h3>", html_table(header, rows), plot]
+        parts.append(latency(pt.latency, "h4"))
     return "".join(parts)
 
 
@@ -84,3 +86,14 @@ def _point_row(r: PointRow, baseline: str) -> _svg.IntervalRow:
         high=r.value.high if r.value else None,
         tone=TONE[verdict],
     )
+
+
+def latency(rows: tuple[LatencyRow, ...], tag: str) -> str:
+    """A load's TTFT/ITL/TPOT percentiles with their sample counts ("" where none)."""
+    if not rows:
+        return ""
+    header, body, note = _fmt.latency_table(rows)
+    header = [h + "#" if h == "n" else h for h in header]
+    table = html_table(header, [[esc(x) for x in r] for r in body])
+    foot = f'<p class="muted">{esc(note)}</p>' if note else ""
+    return f"<{tag}>{esc(_fmt.LATENCY_TITLE)}</{tag}>{table}{foot}"

@@ -14,6 +14,7 @@ from stackmatrix.records._read import JSONObject, plain
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.compat_why import CompatWhy
 from stackmatrix.report.failures import failure_text
+from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.mapped import LiveMapped
 from stackmatrix.report.power import Calibration
 from stackmatrix.report.protocol import Protocol
@@ -210,15 +211,19 @@ class LoadPointReport:
     max_concurrency: int | None
     num_prompts: int | None
     rows: tuple[PointRow, ...]
+    latency: tuple[LatencyRow, ...] = ()  # percentiles with sample counts (report/latency.py)
 
     def to_dict(self) -> JSONObject:
-        return {
+        out: JSONObject = {
             "name": self.name,
             "metric": self.metric,
             "max_concurrency": self.max_concurrency,
             "num_prompts": self.num_prompts,
             "rows": [r.to_dict() for r in self.rows],
         }
+        if self.latency:
+            out["latency"] = [r.to_dict() for r in self.latency]
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,6 +248,8 @@ class MatrixReport:
     explanations: tuple[JSONObject, ...] = ()  # read loosely by the renderers
     points: tuple[LoadPointReport, ...] = ()  # [[bench.points]], in the spec's order
     protocol: Protocol | None = None  # the launch plan, GPU time, drift over time
+    # the headline load's TTFT/ITL/TPOT percentiles with sample counts (report/latency.py)
+    latency: tuple[LatencyRow, ...] = ()
 
     def cell(self, cell_id: str) -> CellReport:
         return next(c for c in self.cells if c.id == cell_id)
@@ -278,6 +285,8 @@ class MatrixReport:
             out["explanations"] = list(self.explanations)
         if self.points:
             out["points"] = [pt.to_dict() for pt in self.points]
+        if self.latency:
+            out["latency"] = [r.to_dict() for r in self.latency]
         if self.protocol:
             out["protocol"] = self.protocol.to_dict()
         return out

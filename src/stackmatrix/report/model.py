@@ -18,6 +18,7 @@ from stackmatrix.report.cells import cell_report
 from stackmatrix.report.compat_data import compat_dir
 from stackmatrix.report.facts import collect, log_engine
 from stackmatrix.report.interleaving import not_interleaved
+from stackmatrix.report.latency import latency_rows
 from stackmatrix.report.load import CellResults, RunResults, read_explanations
 from stackmatrix.report.logfacts import LogPattern, load_patterns, read_facts, unread
 from stackmatrix.report.matrix import (
@@ -33,6 +34,7 @@ from stackmatrix.report.matrix import (
     PointRow,
 )
 from stackmatrix.report.power import Calibration, calibrate
+from stackmatrix.report.prompt_lengths import prompt_length_notes
 from stackmatrix.report.protocol import protocol
 from stackmatrix.report.stats import (
     Comparison,
@@ -106,6 +108,7 @@ def build_model(
     notes += [cold.note() for cold in cold_first_launches(cells, headline)]
     notes += slow_startups(cells)
     notes += cache_notes(results.cells)
+    notes += prompt_length_notes(results.cells)
     notes += not_interleaved(results.cells, results.baseline)
     return MatrixReport(
         spec_name=run.spec_name,
@@ -124,6 +127,7 @@ def build_model(
         sample_unit=_unit(cells),
         explanations=read_explanations(results.path, notes),
         points=_points(results, base, thresholds),
+        latency=latency_rows(results.cells),
         protocol=protocol(
             results.cells,
             results.baseline,
@@ -163,6 +167,7 @@ def _points(
             max_concurrency=info.max_concurrency,
             num_prompts=info.num_prompts,
             rows=tuple(rows),
+            latency=latency_rows(results.cells, name),
         ))  # fmt: skip
     return tuple(out)
 

@@ -22,6 +22,7 @@ from stackmatrix.report._html import (
     status_badge,
 )
 from stackmatrix.report._html_explain import explanations as _explanations
+from stackmatrix.report._html_plots import latency as _latency
 from stackmatrix.report._html_plots import points as _points
 from stackmatrix.report._html_plots import time_order as _time_order
 from stackmatrix.report.config_drift import Difference
@@ -165,6 +166,7 @@ def _performance(report: MatrixReport) -> str:
             else ""
         )
         + _calibration(report)
+        + _latency(report.latency, "h3")
     )
 
 

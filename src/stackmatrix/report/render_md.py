@@ -12,6 +12,7 @@ from stackmatrix import _sanitize
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt
 from stackmatrix.report.config_drift import Difference
+from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.report.stats import Verdict
 
@@ -149,7 +150,16 @@ def _perf_table(report: MatrixReport) -> str:
         [f"### Performance: {label}", _table(header, rows), _method_note(report)]
         + ([" ".join(report.protocol.sentences())] if report.protocol else [])
         + ([_calibration_line(report)] if report.calibration else [])
+        + _latency_md(report.latency, "####")
     )
+
+
+def _latency_md(rows: Sequence[LatencyRow], level: str) -> list[str]:
+    """A load's TTFT/ITL/TPOT percentiles with their sample counts (none: [])."""
+    if not rows:
+        return []
+    header, body, note = _fmt.latency_table(rows)
+    return [f"{level} {_fmt.LATENCY_TITLE}", _table(header, body)] + ([note] if note else [])
 
 
 def _points_md(report: MatrixReport) -> str:
@@ -173,6 +183,7 @@ def _points_md(report: MatrixReport) -> str:
         header = ["cell", f"{label} ({conf} CI)", "launches", f"vs {report.baseline} ({conf} CI)",
                   "verdict"]  # fmt: skip
         blocks += [f"#### {_fmt.point_title(pt)}", _table(header, rows)]
+        blocks += _latency_md(pt.latency, "#####")
     return "\n\n".join(blocks)
 
 
