@@ -103,7 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from stackmatrix.explain.command import explain_after_run
 
         explain_after_run(summary.run_dir, work_dir=opts.work_dir, jobs=opts.jobs,
-                          rounds=spec.report.explain_rounds, progress=console.progress)  # fmt: skip
+                          rounds=spec.report.explain_rounds, progress=console.progress,
+                          only=spec.report.explain_cells)  # fmt: skip
     md = summary.run_dir / layout.REPORT_MD
     if md.exists():
         write_step_summary(md.read_text(encoding="utf-8"))

@@ -134,6 +134,8 @@ class ReportPolicy:
     fail_on: tuple[str, ...] = ()  # "incompatible", "regression", "failed"
     explain: bool = False  # `run` explains every slower or faster cell (stackmatrix explain)
     explain_rounds: int = 4  # at most this many measuring rounds per explained cell
+    # with explain: only these cells, when slower or faster (empty: every such cell)
+    explain_cells: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -71,6 +71,18 @@ def test_baseline_did_you_mean() -> None:
     assert any("did you mean 'cu128'" in p for p in problems(raw))
 
 
+def test_explain_cells_name_cells_other_than_the_baseline() -> None:
+    cells = [{"id": "cu128"}, {"id": "cu130"}, {"id": "eager"}]
+    ok = parse_spec({"name": "m", "baseline": "cu128", "cell": cells,
+                     "report": {"explain": True, "explain_cells": ["eager"]}})  # fmt: skip
+    assert ok.report.explain_cells == ("eager",)
+    raw = {"name": "m", "baseline": "cu128", "cell": cells,
+           "report": {"explain_cells": ["eagr", "cu128"]}}  # fmt: skip
+    found = problems(raw)
+    assert any("'eagr' is not a cell; did you mean 'eager'?" in p for p in found), found
+    assert any("'cu128' is the baseline" in p for p in found), found
+
+
 def test_baseline_required_with_several_cells() -> None:
     raw = {"name": "m", "cell": [{"id": "a"}, {"id": "b"}]}
     assert any(p.startswith("baseline: missing") for p in problems(raw))

@@ -92,13 +92,15 @@ def explainable_cells(run_dir: Path) -> list[str]:
 
 
 def explain_after_run(run_dir: Path, *, work_dir: Path, jobs: int, rounds: int,
-                      progress: Progress, cells: Sequence[str] = ()) -> list[Path]:  # fmt: skip
-    """`[report] explain = true`: explain every slower or faster cell, then re-render. A cell
+                      progress: Progress, cells: Sequence[str] = (),
+                      only: Sequence[str] = ()) -> list[Path]:  # fmt: skip
+    """`[report] explain = true`: explain every slower or faster cell (of `only`, when
+    given: `explain_cells`; `cells` names them outright), then re-render. A cell
     whose explanation fails is said in the report (its explanation.json) and on stderr;
     the run's own results and status stand."""
     runner = round_runner(work_dir, jobs, progress)
     done: list[Path] = []
-    tried = list(cells or explainable_cells(run_dir))
+    tried = list(cells) or [c for c in explainable_cells(run_dir) if not only or c in only]
     if not tried:
         return done
     with results_dir_lock(run_dir):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from stackmatrix._cellid import ID_RE
-from stackmatrix._validate import Problems
+from stackmatrix._validate import Problems, join
 from stackmatrix.errors import SpecError
 from stackmatrix.spec._values import (
     check_str,
@@ -97,6 +97,7 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
     )
     bench = parse_bench(raw, problems)
     report = parse_report(raw, problems)
+    _check_explain_cells(report.explain_cells, cells, baseline, problems)
     executor = parse_executor(raw, problems)
     order = get_choice(raw, "order", "", ORDERS, problems)
     order_seed = get_int(raw, "order_seed", "", problems, minimum=0)
@@ -131,6 +132,22 @@ def _check_unique(ids: CellIds, p: Problems) -> None:
     for dup, where in sorted(origins.items()):
         p.add("cell", f"cell id {dup!r} is used by more than one cell ({', '.join(where)}); "
               "ids must be unique")  # fmt: skip
+
+
+def _check_explain_cells(named: tuple[str, ...], cells: list[Cell], baseline: str,
+                         p: Problems) -> None:  # fmt: skip
+    """`[report] explain_cells` names cells of this spec other than the baseline."""
+    import difflib
+
+    ids = [c.id for c in cells]
+    for i, cell_id in enumerate(named):
+        if cell_id == baseline:
+            p.add(join("report.explain_cells", i),
+                  f"{cell_id!r} is the baseline; explain compares a cell with it")  # fmt: skip
+        elif ids and cell_id not in ids:
+            close = difflib.get_close_matches(cell_id, ids, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; cells are: {', '.join(ids)}"
+            p.add(join("report.explain_cells", i), f"{cell_id!r} is not a cell{hint}")
 
 
 def _baseline(raw: Mapping[str, Any], cells: list[Cell], p: Problems) -> str:

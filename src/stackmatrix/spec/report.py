@@ -14,6 +14,7 @@ from stackmatrix.spec._values import (
     check_list,
     get_choice,
     get_float,
+    get_str_list,
     get_table,
     or_default,
 )
@@ -51,6 +52,7 @@ def parse_report(raw: Mapping[str, Any], p: Problems) -> ReportPolicy:
             r.get("explain_rounds", d.explain_rounds), "report.explain_rounds", p, minimum=1
         )
         or d.explain_rounds,
+        explain_cells=tuple(get_str_list(r, "explain_cells", "report", p)),
     )
 
 
