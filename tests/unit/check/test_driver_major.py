@@ -17,7 +17,7 @@ import pytest
 
 from stackmatrix.build.base import Environment
 from stackmatrix.check.phase import CheckOutcome, check_environment
-from stackmatrix.findings import Severity
+from stackmatrix.findings import Finding, Severity
 
 KERNEL = "int cudaGetDeviceCount(int*);\nint rms(void) { int n; return cudaGetDeviceCount(&n); }"
 
@@ -64,7 +64,7 @@ def _check(site: Path, driver: str, cuda: str | None = None) -> CheckOutcome:
     )  # fmt: skip
 
 
-def _major_findings(outcome: CheckOutcome) -> list[object]:
+def _major_findings(outcome: CheckOutcome) -> list[Finding]:
     return [f for f in outcome.findings if f.code == "SM-DRIVER-MAJOR-OLD"]
 
 
