@@ -391,3 +391,39 @@ def test_a_results_directory_that_is_a_link_or_someone_elses_is_refused(
         assert code == 3
         assert sorted(p.name for p in outside.iterdir()) == ["kept.txt"]
     assert "symbolic link" in capsys.readouterr().err
+
+
+RECORDED_IDS = st.one_of(
+    st.sampled_from(["../../outside-dir", "..", ".", "/etc", "cu128/../cu130", "a\x1b[31mb",
+                     "x\n::error::y", "\u202eevil", "", " cu128"]),
+    st.text(max_size=40),
+)  # fmt: skip
+
+
+@settings(SETTINGS, max_examples=40)
+@given(cell_id=RECORDED_IDS, where=st.sampled_from(["run.json", "plan.json", "baseline"]))
+def test_a_recorded_cell_id_is_a_report_or_exit_3(
+    synthetic_run: Path, capsys: pytest.CaptureFixture[str], cell_id: str, where: str
+) -> None:
+    """Any id recorded in run.json's cells, plan.json's cells or run.json's baseline is
+    held to the spec's id rule: a report or exit 3, nothing outside read or written, and
+    no escape or workflow command of the id on the console."""
+    import json
+
+    with sandbox() as box:
+        run = box.copy(synthetic_run, "run")
+        doc = json.loads((run / "run.json").read_text())
+        plan = json.loads((run / "plan.json").read_text())
+        if where == "run.json":
+            doc["cells"] = [*doc["cells"], cell_id]
+        elif where == "plan.json":
+            plan["cells"][0]["id"] = cell_id
+        else:
+            doc["baseline"] = cell_id
+        (run / "run.json").write_text(json.dumps(doc))
+        (run / "plan.json").write_text(json.dumps(plan))
+        before = snapshot(box.root, skip=[run])
+        _, err = answer(["report", str(run)], capsys, {0, 3})
+        assert "\x1b" not in err and "\n::error::" not in err and "\u202e" not in err
+        box.check_outside()
+        assert snapshot(box.root, skip=[run]) == before
