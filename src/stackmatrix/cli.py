@@ -51,7 +51,7 @@ def _plain_inspect(argv: Sequence[str]) -> _Args | None:
     """`[-v] inspect PATH [--target sm_XY]... [--json]` read without argparse, whose import
     and parser were a sixth of inspect's whole process. Any other form
     (help, an abbreviation, `--`, a mistake) is None: argparse reads it and says what is
-    wrong. tests/unit/test_cli_inspect.py holds the two readings equal."""
+    wrong. tests/unit/check/test_inspect_startup.py holds the two readings equal."""
     words = list(argv)
     verbose = False
     while words and words[0] in ("-v", "--verbose"):

@@ -321,7 +321,7 @@ _SERVER_COMMON = {
 
 
 def story_cells(*, launches: int = 5, rounds: int = 3) -> tuple[SyntheticCell, ...]:
-    """The CUDA 12.8 -> 13 upgrade of DESIGN.md: -6% that was not CUDA's doing.
+    """The CUDA 12.8 -> 13 upgrade of matrix/kimi-k25-cuda13.toml: -6% that was not CUDA's doing.
 
     The cu130 cell asks for CUDA 13 wheels and flashinfer 0.6.4; nobody asked the server
     to switch attention to triton or DeepGEMM on, and NCCL moved as a side effect.

@@ -1,6 +1,6 @@
 """Every test file is collected: a test directory whose name pytest skips by default
 (`build`, `dist`, `venv`, ...: its `norecursedirs`) would drop its tests from every run
-without a word, as tests/integration/build/ did for one commit."""
+without a word (hence tests/integration/build_phase/, not `build/`)."""
 
 from __future__ import annotations
 

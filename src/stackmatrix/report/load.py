@@ -64,7 +64,7 @@ class CellResults:
         if result is None:
             return {}
         # An interrupted bench keeps the launches it completed: a user who stops a
-        # long run still wants them (DESIGN.md, the second H200 run).
+        # long run still wants them (reports/examples/h200-sglang-interrupted/).
         usable = result.status is Status.OK or (
             name == "bench" and result.status is Status.INTERRUPTED
         )

@@ -1,4 +1,5 @@
-"""The story behind stackmatrix (DESIGN.md): -6% that was not CUDA's doing.
+"""The story behind stackmatrix: -6% that was not CUDA's doing (the upgrade of
+matrix/kimi-k25-cuda13.toml, shown in reports/examples/story/).
 
 Baseline cu128 at 89.5 tok/s with attention_backend=flashinfer; the CUDA 13 cell at
 83.9 tok/s with attention_backend=triton and a server log saying DeepGEMM is enabled;
