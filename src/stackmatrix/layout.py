@@ -32,14 +32,19 @@ CELLS_DIR = "cells"
 EXPLAIN_DIR = "explain"
 EXPLANATION_JSON = "explanation.json"
 SERVER_LOG_GLOB = "server-L*.log"
+REQUESTS_GLOB = "requests-L*-R*.jsonl"
 # what a cell's launches write next to bench.json (each also as its compressed copy);
 # a bench started afresh removes them first (results.CellDir.remove_launch_files)
-LAUNCH_FILE_GLOBS = (SERVER_LOG_GLOB, "requests-L*-R*.jsonl", "warmup-W*-R*.jsonl")
+LAUNCH_FILE_GLOBS = (SERVER_LOG_GLOB, REQUESTS_GLOB, "warmup-W*-R*.jsonl")
 COMPRESSED_SUFFIX = ".gz"
 
 
 def phase_result(phase: str) -> str:
     return f"{phase}.json"
+
+
+def phase_log(phase: str) -> str:
+    return f"{phase}.log"
 
 
 def compressed(name: str) -> str:

@@ -166,7 +166,7 @@ class CellDir:
         return None
 
     def log_path(self, phase: str) -> Path:
-        return self.path / f"{phase}.log"
+        return self.path / layout.phase_log(phase)
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -224,7 +224,7 @@ class CellDir:
         INTERNAL_ERROR). The one wording for every phase (pipeline.runner.run_phase, bench)."""
         with self.log_path(phase).open("a", encoding="utf-8") as fh:
             fh.write("".join(traceback.format_exception(exc)))
-        return f"{type(exc).__name__}: {exc} (traceback in {phase}.log)"
+        return f"{type(exc).__name__}: {exc} (traceback in {layout.phase_log(phase)})"
 
 
 @dataclass
@@ -298,7 +298,7 @@ class RunDir:
             _expect(cells / cid, directory=True)
             for phase in phases:
                 result = layout.phase_result(phase)
-                for name in (result, layout.compressed(result), f"{phase}.log"):
+                for name in (result, layout.compressed(result), layout.phase_log(phase)):
                     _expect(cells / cid / name, directory=False)
 
     def cell(self, cell_id: str) -> CellDir:
@@ -318,7 +318,7 @@ class RunDir:
     def read_run(self) -> JSONObject:
         if not os.path.lexists(self.run_json):
             raise ResultsError(
-                f"{self.path} is not a stackmatrix results directory (no run.json); "
+                f"{self.path} is not a stackmatrix results directory (no {layout.RUN_JSON}); "
                 "pass the directory that `stackmatrix run` printed"
             )
         data = _nofollow.read_json(self.run_json)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from stackmatrix import layout
 from stackmatrix._secrets import redact
 from stackmatrix.bench import metrics
 from stackmatrix.bench.engines import EffectiveConfig, Engine
@@ -116,7 +117,7 @@ def finish(st: CellState, bench: Bench, headline: str = "output_throughput") -> 
                 subject="bench",
                 message=(
                     f"{errors} measured request(s) failed; their errors are in the "
-                    "requests-L*-R*.jsonl files next to bench.json"
+                    f"{layout.REQUESTS_GLOB} files next to {layout.phase_result('bench')}"
                 ),
                 details={"errors": errors},
             ),

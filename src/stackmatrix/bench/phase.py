@@ -337,7 +337,8 @@ def _skip_reason(
     force: bool,
 ) -> tuple[str, str] | None:
     if engine.launches_server and environment is None:
-        return "not_built", f"cell {cid!r} has no built environment (see its build.json)"
+        built = layout.phase_result("build")
+        return "not_built", f"cell {cid!r} has no built environment (see its {built})"
     if not force and _incompatible(cell_dir):
         return "incompatible", (
             "the check phase found the cell incompatible (pass --force to bench it)"

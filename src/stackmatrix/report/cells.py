@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TypeGuard
 
-from stackmatrix import engine_registry
+from stackmatrix import engine_registry, layout
 from stackmatrix.records import check_verdict
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.compat_why import compat_why, finding_order
@@ -68,11 +68,11 @@ def cell_report(
 def _phase(cell: CellResults, phase: str) -> PhaseSummary:
     result = cell.phase(phase)
     if result is None and phase in cell.unreadable:
-        file, why = cell.path / f"{phase}.json", cell.unreadable[phase]
+        file, why = cell.path / layout.phase_result(phase), cell.unreadable[phase]
         message = why if str(file) in why else f"{file}: {why}"
         return PhaseSummary(phase=phase, status=UNREADABLE, message=message)
     if result is None:
-        return PhaseSummary(phase=phase, status=MISSING, message=f"no {phase}.json")
+        return PhaseSummary(phase=phase, status=MISSING, message=f"no {layout.phase_result(phase)}")
     return PhaseSummary(
         phase=phase,
         status=result.status.value,

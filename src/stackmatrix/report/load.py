@@ -241,7 +241,7 @@ def _load_cell(path: Path, cell_id: str, planned: PlanCell | None) -> CellResult
     for phase in PHASES:
         found = _read_phase(CellDir(path, cell_id), phase)
         if isinstance(found, str):
-            problems.append(f"{phase}.json unreadable: {found}")
+            problems.append(f"{layout.phase_result(phase)} unreadable: {found}")
             unreadable[phase] = found
             log.warning("cell %s: cannot read its %s result: %s", cell_id, phase, found)
         elif found is not None:
