@@ -36,6 +36,8 @@ REQUESTS_GLOB = "requests-L*-R*.jsonl"
 # what a cell's launches write next to bench.json (each also as its compressed copy);
 # a bench started afresh removes them first (results.CellDir.remove_launch_files)
 LAUNCH_FILE_GLOBS = (SERVER_LOG_GLOB, REQUESTS_GLOB, "warmup-W*-R*.jsonl")
+# a running server's record beside its log, server-L<k>.live.json (bench/leftovers.py)
+LIVE_SUFFIX = ".live.json"
 COMPRESSED_SUFFIX = ".gz"
 
 
@@ -58,6 +60,17 @@ def point_workload(point: str) -> str:
 
 def server_log(launch: int | str) -> str:
     return f"server-L{launch}.log"
+
+
+def live_record(log_stem: str) -> str:
+    """The record kept while a server runs, by its log's stem: `server-L1` ->
+    `server-L1.live.json`."""
+    return log_stem + LIVE_SUFFIX
+
+
+def live_record_log(record: str) -> str:
+    """The log a live record belongs to: `server-L1.live.json` -> `server-L1.log`."""
+    return record.removesuffix(LIVE_SUFFIX) + ".log"
 
 
 def requests_file(launch: int | str, rnd: int, point: str | None = None) -> str:

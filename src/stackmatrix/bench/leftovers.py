@@ -31,13 +31,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from stackmatrix import _atomic, _nofollow
+from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._secrets import redact_files
 from stackmatrix.errors import ResultsError
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".live.json"
 TERM_WAIT_S = 10.0
 KILL_WAIT_S = 5.0
 NONCE_ENV = "STACKMATRIX_LAUNCH_NONCE"  # in the server's environment: proof it is ours
@@ -54,7 +53,7 @@ def _digest(nonce: str) -> str:
 
 def record_path(log_path: Path) -> Path:
     """`server-L1.log` -> `server-L1.live.json`."""
-    return log_path.with_name(log_path.stem + SUFFIX)
+    return log_path.with_name(layout.live_record(log_path.stem))
 
 
 def record(log_path: Path, proc: subprocess.Popen[bytes], port: int, backend: str,
@@ -81,7 +80,7 @@ def record(log_path: Path, proc: subprocess.Popen[bytes], port: int, backend: st
 def reap(run_dir: Path) -> list[str]:
     """Stop the servers recorded under `run_dir` that are still ours; one line each."""
     lines = []
-    for path in sorted((run_dir / "cells").glob(f"*/*{SUFFIX}")):
+    for path in sorted((run_dir / layout.CELLS_DIR).glob(f"*/*{layout.LIVE_SUFFIX}")):
         if path.is_symlink() or not path.is_file():
             continue
         lines.append(f"{path.parent.name}: {_reap_one(path)}")
@@ -100,7 +99,7 @@ def _redact_log(path: Path) -> None:
     except (OSError, ResultsError, ValueError, KeyError, TypeError):
         return
     if not _group_alive(pgid):
-        redact_files(path.with_name(path.name.removesuffix(SUFFIX) + ".log"))
+        redact_files(path.with_name(layout.live_record_log(path.name)))
 
 
 def _reap_one(path: Path) -> str:
