@@ -31,6 +31,9 @@ HISTORY_DB = "history.sqlite"  # in the reports directory, next to the runs
 CELLS_DIR = "cells"
 EXPLAIN_DIR = "explain"
 EXPLANATION_JSON = "explanation.json"
+# the Slurm executor's directory: the jobs, each block's record, scripts and job logs
+SLURM_DIR = "slurm"
+SLURM_JOBS = "jobs.json"
 SERVER_LOG_GLOB = "server-L*.log"
 REQUESTS_GLOB = "requests-L*-R*.jsonl"
 # what a cell's launches write next to bench.json (each also as its compressed copy);
@@ -78,3 +81,17 @@ def requests_file(launch: int | str, rnd: int, point: str | None = None) -> str:
     reads them as measurements."""
     prefix = f"requests-L{launch}" if isinstance(launch, int) else f"warmup-{launch}"
     return f"{prefix}-R{rnd}{f'-{point}' if point else ''}.jsonl"
+
+
+def slurm_block(block: int) -> str:
+    """A Slurm block's own record, under SLURM_DIR."""
+    return f"block-{block}.json"
+
+
+def slurm_script(stem: str) -> str:
+    return f"{stem}.sh"
+
+
+def slurm_log(stem: str, job: str) -> str:
+    """A block's job log: `job` is its job id, or sbatch's `%j` pattern for it."""
+    return f"{stem}.{job}.out"

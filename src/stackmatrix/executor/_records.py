@@ -18,19 +18,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from stackmatrix import _atomic, _nofollow
+from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.records._read import JSONObject
 
-DIR = "slurm"
-JOBS = "jobs.json"
 SCHEMA = 1
 NOT_OURS = "NOT_OURS"  # a recorded job Slurm does not show as this run's: left alone
 
 
 def jobs_dir(run_dir: Path) -> Path:
     """RUN/slurm, created; refused when it is a link (never written through)."""
-    path = run_dir / DIR
+    path = run_dir / layout.SLURM_DIR
     if path.is_symlink() or (os.path.lexists(path) and not path.is_dir()):
         raise ResultsError(
             f"refusing to write into {path}: it is a link or not a directory; stackmatrix "
@@ -110,7 +108,7 @@ class Jobs:
 
     @classmethod
     def load(cls, run_dir: Path) -> Jobs:
-        path = jobs_dir(run_dir) / JOBS
+        path = jobs_dir(run_dir) / layout.SLURM_JOBS
         if not os.path.lexists(path):
             return cls(path=path)
         raw = _nofollow.read_json(path)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import stackmatrix
+from stackmatrix import layout
 from stackmatrix.spec_model import Executor
 
 
@@ -97,7 +98,7 @@ def sbatch_argv(
     if comment:  # the run's tag: how a resume tells its own jobs (executor._records)
         argv.append(f"--comment={comment}")
     # our own stem, then sbatch's job-id pattern: a requeued job appends to its log
-    log = f"{slurm_path(log_dir)}/{log_stem}.%j.out"
+    log = f"{slurm_path(log_dir)}/{layout.slurm_log(log_stem, '%j')}"
     argv += [f"--output={log}", "--open-mode=append", "--requeue"]
     argv += _resource_options(executor)
     if after is not None:

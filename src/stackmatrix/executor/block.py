@@ -91,7 +91,7 @@ class _Record:
     """block-K.json: the job, its node and what the block did, rewritten as it goes."""
 
     def __init__(self, run_dir: Path, block: int) -> None:
-        self.path = jobs_dir(run_dir) / f"block-{block}.json"
+        self.path = jobs_dir(run_dir) / layout.slurm_block(block)
         self.data = {
             "schema_version": 1,
             "block": block,

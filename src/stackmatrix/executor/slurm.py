@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from stackmatrix import _atomic, _nofollow
+from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.executor import _slurmctl
 from stackmatrix.executor._plan import blocks_to_run, order_seed, statuses
@@ -132,14 +132,14 @@ class _Submitter:
                 self.say("slurm", block_name(block), f"failed: sbatch refused the job: {exc}")
                 return None
             self.jobs.add(JobRecord(block=block, job_id=job_id, submitted=now_iso(),
-                                    log=f"{block_name(block)}.{job_id}.out"))  # fmt: skip
+                                    log=layout.slurm_log(block_name(block), job_id)))  # fmt: skip
         self.say("slurm", block_name(block), f"submitted job {job_id}")
         return job_id
 
     def _sbatch_argv(self, block: int, after: str | None) -> list[str]:
         """The block's script, written into RUN/slurm/, and sbatch's argv for it."""
         folder = jobs_dir(self.run_dir.path)
-        script = folder / f"{block_name(block)}.sh"
+        script = folder / layout.slurm_script(block_name(block))
         opts = self.opts
         command = BlockCommand(
             spec=Path(opts.spec.path), run_dir=self.run_dir.path, work_dir=opts.work_dir,
@@ -225,17 +225,13 @@ def _describe(job: JobRecord, run_dir: Path) -> str:
 
 def _cells_of(run_dir: Path, block: int) -> str:
     try:
-        data = _nofollow.read_json(run_dir / layout_block(block))
+        data = _nofollow.read_json(run_dir / layout.SLURM_DIR / layout.slurm_block(block))
     except Exception:  # the block's own record is a nicety on the console, never fatal
         return ""
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, dict):
         return ""
     return "; " + ", ".join(f"{c} {s}" for c, s in cells.items())
-
-
-def layout_block(block: int) -> str:
-    return f"slurm/block-{block}.json"
 
 
 def _signal_name(exc: KeyboardInterrupt) -> str:
