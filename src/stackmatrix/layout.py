@@ -57,6 +57,16 @@ def compressed(name: str) -> str:
     return name + COMPRESSED_SUFFIX
 
 
+def explain_round(k: int) -> str:
+    """Round k of `stackmatrix explain`, a results directory under explain/<cell>/."""
+    return f"round-{k}"
+
+
+def explain_round_spec(k: int) -> str:
+    """The spec round k ran, beside its directory."""
+    return f"{explain_round(k)}.toml"
+
+
 def point_workload(point: str) -> str:
     return f"workload-{point}.jsonl"
 

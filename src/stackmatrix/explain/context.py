@@ -113,7 +113,9 @@ def _results_copy(results: RunResults, needed: Sequence[str]) -> Spec:
     for cell_id in needed:
         found = results.cell(cell_id)
         if found is None or not found.definition:
-            raise ResultsError(f"plan.json of {results.path} has no definition of {cell_id!r}")
+            raise ResultsError(
+                f"{layout.PLAN_JSON} of {results.path} has no definition of {cell_id!r}"
+            )
         fields = {k: v for k, v in found.definition.items()
                   if k not in ("id", "axes") and v is not None}  # fmt: skip
         tables.append({"id": cell_id, **fields})

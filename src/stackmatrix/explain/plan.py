@@ -59,13 +59,12 @@ def _round_time(run_dir: Path, baseline: str, cell: str, reverts: int, each: int
 
 
 def _newest(run_dir: Path, cell: str) -> tuple[str, RunResults]:
-    k = 1
-    while (run_dir / layout.EXPLAIN_DIR / cell / f"round-{k}" / layout.RUN_JSON).is_file():
+    rounds, k = run_dir / layout.EXPLAIN_DIR / cell, 1
+    while (rounds / layout.explain_round(k) / layout.RUN_JSON).is_file():
         k += 1
     if k > 1:
-        return f"its round-{k - 1}", load_run(
-            run_dir / layout.EXPLAIN_DIR / cell / f"round-{k - 1}"
-        )
+        newest = layout.explain_round(k - 1)
+        return f"its {newest}", load_run(rounds / newest)
     return "this run", load_run(run_dir)
 
 

@@ -109,11 +109,11 @@ def _round(
     cannot: Sequence[str],
 ) -> RoundData:
     ids = [group_id(ctx.cell, k, i, g) for i, g in enumerate(groups)]
-    round_dir = out / f"round-{k}"
+    round_dir = out / layout.explain_round(k)
     if ctx.rejudge:
         _kept_round(round_dir, ids)
     else:
-        spec_path = out / f"round-{k}.toml"
+        spec_path = out / layout.explain_round_spec(k)
         spec = derived_spec(ctx, k, groups, ids, spec_path)
         text = dumps(spec)  # for the round's run, its reports and the people reading them
         _refuse_other_round(round_dir, text)
@@ -169,7 +169,7 @@ def _refuse_other_round(round_dir: Path, text: str) -> None:
 def _kept_round(round_dir: Path, ids: Sequence[str]) -> None:
     missing = [cid for cid in ids if not (round_dir / layout.CELLS_DIR / cid).is_dir()]
     if not (round_dir / layout.RUN_JSON).is_file() or missing:
-        what = "no run.json" if not (round_dir / layout.RUN_JSON).is_file() else (
+        what = f"no {layout.RUN_JSON}" if not (round_dir / layout.RUN_JSON).is_file() else (
             f"no cell {', '.join(missing)}")  # fmt: skip
         raise UsageError(
             f"--rejudge: {round_dir} was not measured ({what}): run `stackmatrix explain` "
