@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict
 
+from stackmatrix import layout
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.records import BenchData
@@ -59,17 +60,18 @@ def calibrate_main(args: argparse.Namespace) -> int:
         argv=tuple(sys.argv),
     )
     summary = run_pipeline(opts, Console().progress)
-    bench = RunDir(summary.run_dir).cell(cell).read("bench")
+    cell_dir = RunDir(summary.run_dir).cell(cell)
+    bench = cell_dir.read("bench")
     metric = spec.report.headline
     values = launch_values(bench.data if bench else {}, metric)
     if len(values) < 2:
         raise ResultsError(
             f"{cell}: only {len(values)} launch(es) produced {metric}; see "
-            f"{summary.run_dir / 'cells' / cell / 'bench.json'}"
+            f"{cell_dir.result_path('bench')}"
         )
     cal = calibrate(values)
     RunDir(summary.run_dir).write_json(
-        "calibration.json", {"cell": cell, "metric": metric, **cal.to_dict()}
+        layout.CALIBRATION_JSON, {"cell": cell, "metric": metric, **cal.to_dict()}
     )
     print(render(cell, metric, values, cal, spec.report.min_effect))
     return 0

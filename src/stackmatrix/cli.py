@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackmatrix import __version__, _log, _signals
+from stackmatrix import __version__, _log, _signals, layout
 from stackmatrix.errors import NothingJudged, StackmatrixError, UsageError
 from stackmatrix.spec_names import BACKENDS, EXECUTORS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
 
@@ -184,7 +184,7 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
         "--history",
         type=Path,
         default=None,
-        help="SQLite history file (default: REPORTS_DIR/history.sqlite for a results "
+        help=f"SQLite history file (default: REPORTS_DIR/{layout.HISTORY_DB} for a results "
         "directory inside --reports-dir; none for an --output elsewhere)",
     )
     sp.add_argument(

@@ -28,6 +28,7 @@ REPORT_MD, REPORT_HTML, REPORT_JSON, REPORT_JUNIT = (
     "matrix.md", "matrix.html", "matrix.json", "junit.xml",
 )  # fmt: skip
 HISTORY_DB = "history.sqlite"  # in the reports directory, next to the runs
+CALIBRATION_JSON = "calibration.json"  # what `stackmatrix calibrate` measured
 CELLS_DIR = "cells"
 EXPLAIN_DIR = "explain"
 EXPLANATION_JSON = "explanation.json"

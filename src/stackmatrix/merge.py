@@ -123,8 +123,8 @@ def merge(paths: Sequence[Path], output: Path) -> RunDir:
         theirs = _plan_cells(piece.run.path)
         if list(theirs) != planned:
             raise ResultsError(
-                f"refusing to merge: the plan.json of {piece.run.path} and of {first} list "
-                "other cells; the pieces were not planned from the same spec"
+                f"refusing to merge: the {layout.PLAN_JSON} of {piece.run.path} and of "
+                f"{first} list other cells; the pieces were not planned from the same spec"
             )
         _same_cells(plan, theirs, first, piece.run.path)
     owners = _cell_owners(pieces)
@@ -132,8 +132,8 @@ def merge(paths: Sequence[Path], output: Path) -> RunDir:
     if unplanned:
         raise ResultsError(
             f"refusing to merge: {owners[unplanned[0]]} holds cell {unplanned[0]!r} that "
-            f"its plan.json does not list ({len(unplanned)} such cell(s)); a piece holds "
-            "only cells of its plan"
+            f"its {layout.PLAN_JSON} does not list ({len(unplanned)} such cell(s)); a piece "
+            "holds only cells of its plan"
         )
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.merging-", dir=output.parent))
@@ -164,8 +164,8 @@ def check_output(output: Path, pieces: Sequence[Path]) -> None:
         what = "a results directory" if (output / layout.RUN_JSON).exists() else "not empty"
         raise ResultsError(
             f"refusing to merge into {output}: it is {what}; merging there would replace "
-            "its run.json and spec.toml and mix its cells with the pieces'. Pass a new or "
-            "empty directory as --output"
+            f"its {layout.RUN_JSON} and {layout.SPEC_TOML} and mix its cells with the "
+            "pieces'. Pass a new or empty directory as --output"
         )
 
 
@@ -184,7 +184,9 @@ def _fill(
         if source is None or source.is_symlink():
             _missing_artifact(out, cell_id, linked=source is not None)
             continue
-        copied = _nofollow.copy_tree(source, out.path / "cells" / cell_id, copy=_piececopy.copy)
+        copied = _nofollow.copy_tree(
+            source, out.path / layout.CELLS_DIR / cell_id, copy=_piececopy.copy
+        )
         for path in copied.skipped:
             log.warning("%s: a link or special file, not copied: merge never follows links", path)
             skipped.append(str(path))
@@ -282,7 +284,7 @@ def _plan_cells(run_path: Path) -> dict[str, JSONObject]:
     if len(cells) > MAX_CELLS:
         raise ResultsError(
             f"{path}: {len(cells)} cells, over the {MAX_CELLS} a spec may define; this "
-            "plan.json was not written by stackmatrix"
+            f"{layout.PLAN_JSON} was not written by stackmatrix"
         )
     ids = [c.get("id") for c in cells]
     refuse_unsafe(ids, path)

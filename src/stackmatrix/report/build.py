@@ -102,8 +102,8 @@ def refuse_other_output(run_dir: Path, out: Path) -> None:
         return
     if os.path.lexists(out / layout.RUN_JSON) and _run_identity(out) != _run_identity(run_dir):
         raise ResultsError(
-            f"--output {out} is the results directory of another run (its run.json is not "
-            f"{run_dir}'s): its report would be replaced. Pass a new or empty directory"
+            f"--output {out} is the results directory of another run (its {layout.RUN_JSON} "
+            f"is not {run_dir}'s): its report would be replaced. Pass a new or empty directory"
         )
     md = out / layout.REPORT_MD
     if os.path.lexists(md) and not _ours(md):

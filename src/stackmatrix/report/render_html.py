@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackmatrix import _sanitize
+from stackmatrix import _sanitize, layout
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import _fmt, _svg
 from stackmatrix.report._html import (
@@ -377,9 +377,9 @@ def _spec(report: MatrixReport) -> str:
     ]
     versions = html_table(["cell", *names], rows) if names else ""
     spec = (
-        f"<details><summary>spec.toml (hash {esc(report.spec_hash)})</summary>"
+        f"<details><summary>{layout.SPEC_TOML} (hash {esc(report.spec_hash)})</summary>"
         f"<pre>{pre(report.spec_text)}</pre></details>"
         if report.spec_text
-        else '<p class="muted">spec.toml was not kept with these results.</p>'
+        else f'<p class="muted">{layout.SPEC_TOML} was not kept with these results.</p>'
     )
     return "<h2>Spec and versions</h2>" + versions + spec
