@@ -1,6 +1,6 @@
 """The results directory's layout: every file name stackmatrix writes there, defined
-once. Writers and readers use these; docs/architecture.md shows the
-tree.
+once. Writers and readers use these, and tests/unit/test_layout_names.py fails on a
+results name spelled in any other module; docs/architecture.md shows the tree.
 
     RUN/run.json  plan.json  spec.toml  workload.json  workload.jsonl
         workload-<point>.jsonl  bench-schedule.json  .stackmatrix.lock
@@ -9,6 +9,9 @@ tree.
                    server-L<k>.log  server-L<k>.live.json
                    requests-L<k>-R<r>[-<point>].jsonl  warmup-W<w>-R<r>[-<point>].jsonl
         explain/<cell>/explanation.json  explain/<cell>/round-<n>/ (a results directory)
+                       explain/<cell>/round-<n>.toml (the spec it ran)
+        slurm/jobs.json  slurm/block-<k>.json  slurm/<block>.sh  slurm/<block>.<job>.out
+        calibration.json (`stackmatrix calibrate`)
 
 A kept example may hold a phase result, a server log or a round's request records
 compressed instead (`<name>.gz`, scripts/compact-example.py); readers take the file as
