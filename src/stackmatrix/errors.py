@@ -1,7 +1,10 @@
 """One root for fatal errors; each subclass carries the process exit code.
 
-Only `stackmatrix.cli.main` catches these. Everything that is a *result* (a cell
-that failed to build, a server that died) is recorded as a status instead.
+`stackmatrix.cli.main` turns any of these into a message and the exit code. Caught
+elsewhere only where it is not fatal: a `ResultsError` for an optional file that
+cannot be read (the report notes it, a resume redoes the work), and the few places
+docs/architecture.md lists. Everything that is a *result* (a cell that failed to
+build, a server that died) is recorded as a status instead.
 """
 
 from __future__ import annotations
