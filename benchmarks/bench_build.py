@@ -1,4 +1,4 @@
-"""What `stackmatrix build` adds to building a venv by hand (issue 17, item 4).
+"""What `stackmatrix build` adds to building a venv by hand (printed for the README).
 
 Side by side in one run, same uv cache state (warm: a first build fills it): the whole
 `stackmatrix build` of a new cell (a fresh work dir each repeat, so the environment is

@@ -1,5 +1,5 @@
 """The check phase's own time on a re-run of an unchanged spec, with and without the
-cached static scan (issue 17, item 2). Printed for docs/compat.md.
+cached static scan. Printed for docs/compat.md.
 
 Each repeat makes a new results directory, builds into it (the environments are
 reused: nothing is installed) and runs `stackmatrix check` as a whole process, twice:

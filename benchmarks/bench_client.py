@@ -9,7 +9,7 @@
    tokens/s, streams, the TTFT and ITL errors (p50/p90/p99, absolute and relative,
    and the share within the goal) and the client's CPU per token; `--repeat` runs
    (default 3) and their medians, which decide PASS.
-   `--workers N` (issue 17) measures the client with N worker processes
+   `--workers N` measures the client with N worker processes
    (`bench.client_workers`) right after the in-process client, in each run, and
    prints both side by side; `--server-procs M` serves with M processes (one port,
    SO_REUSEPORT), each on its own core, for loads one server core cannot produce.
@@ -20,7 +20,7 @@
 
     python benchmarks/bench_client.py timing [--streams 200 --gap-ms 8 --lockstep --repeat 3]
     python benchmarks/bench_client.py timing --streams 2000 --gap-ms 16 --workers 8 \\
-        --server-procs 4        # issue 17's goal on a 16-core host
+        --server-procs 4        # the workers' goal (docs/bench.md) on a 16-core host
     python benchmarks/bench_client.py crosscheck
 """
 
@@ -215,7 +215,7 @@ def _print_timing(args: argparse.Namespace, reports: dict[int, list[dict[str, An
           f"streams, median TTFT and gap errors within 1% or 50 us){compared}")  # fmt: skip
     if len(summaries) == 1:
         return 0 if ok else 1
-    # with workers, theirs is the verdict: issue 17's goal at >= 2,000 streams, and at
+    # with workers, theirs is the verdict: docs/bench.md's goal at >= 2,000 streams, and at
     # fewer the accuracy the in-process client has at 200
     n, many = list(summaries.items())[-1]
     accurate = min(many["ttft_within_1pct_or_50us"], many["itl_within_1pct_or_50us"]) >= 0.99
@@ -225,7 +225,7 @@ def _print_timing(args: argparse.Namespace, reports: dict[int, list[dict[str, An
     else:
         goal, what = accurate, ">= 99% of TTFTs and gaps within"
     verdict = "PASS" if goal else "FAIL"
-    print(f"{verdict} (issue 17, {n} workers: {what} 1% or 50 us)")
+    print(f"{verdict} ({n} workers: {what} 1% or 50 us)")
     return 0 if goal else 1
 
 

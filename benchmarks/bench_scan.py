@@ -112,7 +112,7 @@ def with_inspect_scan(files: list[Path]) -> int:
 
 def with_inspect(root: Path) -> int:
     """The whole `stackmatrix inspect` process on the directory holding the extensions:
-    start-up, imports, the scan and the findings (issue 17, item 3)."""
+    start-up, imports, the scan and the findings."""
     # as installed: pip writes the bytecode, so the warm-up run may write it here too
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = subprocess.run([sys.executable, "-m", "stackmatrix", "inspect", str(root), "--json"],
