@@ -105,9 +105,10 @@ class CellResults:
 
     def round_file(self, rnd: RoundRecord) -> Path | None:
         """The file of one round's request records (or its compressed copy), where
-        there is one that may be read."""
+        there is one that may be read: a plain name in the cell's directory (a name
+        with a path in it, `../x` or `/etc/x`, would read outside the results)."""
         name = rnd.requests_file
-        if not name:
+        if not name or Path(name).name != name or name in (".", ".."):
             return None
         for path in (self.path / name, self.path / layout.compressed(name)):
             if _regular(path):

@@ -252,3 +252,23 @@ def test_report_slo_judges_results_whose_run_recorded_none(tmp_path: Path) -> No
     b = next(c for c in data["cells"] if c["id"] == "b")
     assert b["goodput"]["largest_load_vs_baseline"] == "lower"
     assert main(["report", str(run), "--slo", "ttft_p95_ms=100", "--output", str(out)]) == 2
+
+
+@pytest.mark.parametrize("name", ["../../../outside.jsonl", "/OUTSIDE", "..", "sub/requests.jsonl"])
+def test_a_requests_file_named_outside_the_cell_is_not_read(tmp_path: Path, name: str) -> None:
+    """bench.json is input: a round's `requests_file` with a path in it would read a file
+    outside the results (here one whose requests all meet the SLO)."""
+    run = write_run(tmp_path / "run", ["a"], slo=SLO)
+    write_cell(run, "a", launches(2, throughput=100.0, ttfts={"headline": [10.0] * 8}))
+    outside = run.parent / "outside.jsonl"
+    outside.write_text((run / "cells" / "a" / "requests-L1-R1.jsonl").read_text())
+    (run / "cells" / "a" / "sub").mkdir()
+    (run / "cells" / "a" / "sub" / "requests.jsonl").write_text(outside.read_text())
+    bench = run / "cells" / "a" / "bench.json"
+    doc = json.loads(bench.read_text())
+    for launch in doc["data"]["launches"]:
+        for rnd in launch["rounds"]:
+            rnd["requests_file"] = name.replace("OUTSIDE", str(outside).lstrip("/"))
+    bench.write_text(json.dumps(doc))
+    point = _frontier(_report(run), "a").points[0]
+    assert point.goodput is None and point.attainment is None
