@@ -146,6 +146,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from stackmatrix.report import build_report
     from stackmatrix.spec import parse_fail_on
+    from stackmatrix.spec.report import parse_slo_args
 
     outcome = build_report(
         args.results,
@@ -153,6 +154,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         history_db=args.history,
         headline=args.headline,
         out_dir=args.output,
+        slo=parse_slo_args(args.slo) if args.slo else None,
     )
     for path in (outcome.markdown, outcome.html, outcome.json, outcome.junit):
         print(path)

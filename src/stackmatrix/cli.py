@@ -136,6 +136,16 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
                 "spec's [executor] kind, else local)",
             )
 
+    _add_report(sub)
+
+    _optional_commands(sub)
+    _add_block(sub)
+    return p
+
+
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from stackmatrix import _commands
+
     r = sub.add_parser("report", help="render the report of a results directory")
     r.add_argument("results", type=Path)
     r.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
@@ -147,13 +157,17 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         help="judge the cells on this recorded metric instead of the spec's headline",
     )
     r.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="KEY=MS",
+        help="judge goodput and the frontier against this bound instead of the spec's "
+        "[report] slo (repeatable or comma-separated: ttft_p99_ms=2000,tpot_p99_ms=50)",
+    )
+    r.add_argument(
         "--output", type=Path, default=None, help="write the report here (default: RESULTS)"
     )
     r.set_defaults(func=_commands.cmd_report)
-
-    _optional_commands(sub)
-    _add_block(sub)
-    return p
 
 
 def _add_block(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

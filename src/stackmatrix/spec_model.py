@@ -14,12 +14,14 @@ from stackmatrix.spec_names import FAIL_ON as FAIL_ON
 from stackmatrix.spec_names import METRICS as METRICS
 from stackmatrix.spec_names import ORDERS as ORDERS
 from stackmatrix.spec_names import PIPELINE_PHASES as PIPELINE_PHASES
+from stackmatrix.spec_names import SLO_KEYS as SLO_KEYS
 
 Backend = Literal["venv", "current", "docker"]
 EngineName = Literal["sglang", "vllm", "transformers", "external"]
 WorkloadKind = Literal["random", "file"]
 Order = Literal["balanced", "interleaved", "sequential", "random"]
 ExecutorKind = Literal["local", "slurm"]
+SloKind = Literal["ttft", "tpot", "itl", "e2e"]
 
 MAX_LAUNCHES = 1000  # launches, rounds (per cell)
 # [report]'s bounds, which run.json's copy of it is held to as well
@@ -127,6 +129,20 @@ class Bench:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SloBound:
+    """One bound of `[report] slo` (`ttft_p99_ms = 2000`): the load's `percentile`-th
+    percentile of a latency within `ms`; each request is held to `ms` itself (goodput)."""
+
+    kind: SloKind
+    percentile: int  # 50, 90 or 99
+    ms: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}_p{self.percentile}_ms"
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReportPolicy:
     headline: str = "output_throughput"
     confidence: float = 0.95
@@ -136,6 +152,9 @@ class ReportPolicy:
     explain_rounds: int = 4  # at most this many measuring rounds per explained cell
     # with explain: only these cells, when slower or faster (empty: every such cell)
     explain_cells: tuple[str, ...] = ()
+    # the service-level objective goodput and the frontier are judged by (report only:
+    # no cell's inputs); empty: none
+    slo: tuple[SloBound, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,3 +23,7 @@ METRICS: tuple[str, ...] = (
     "tpot_median_ms",
     "e2e_median_ms",
 )
+# [report] slo: `<kind>_p<percentile>_ms = bound`, a latency's percentile in milliseconds
+SLO_KINDS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
+SLO_PERCENTILES: tuple[int, ...] = (50, 90, 99)
+SLO_KEYS: tuple[str, ...] = tuple(f"{k}_p{q}_ms" for k in SLO_KINDS for q in SLO_PERCENTILES)

@@ -13,7 +13,16 @@ from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.spec import load_spec, parse_spec
 from stackmatrix.spec._write import dumps
-from stackmatrix.spec_model import Bench, Cell, Executor, LoadPoint, ReportPolicy, Spec, Workload
+from stackmatrix.spec_model import (
+    Bench,
+    Cell,
+    Executor,
+    LoadPoint,
+    ReportPolicy,
+    SloBound,
+    Spec,
+    Workload,
+)
 
 MATRIX = Path(__file__).resolve().parents[2] / "matrix"
 
@@ -54,7 +63,9 @@ def test_every_field_that_differs_from_its_default_reads_back(tmp_path: Path) ->
                     points=(LoadPoint(name="c8", workload=dataclasses.replace(
                         workload, max_concurrency=8, kind="random"), metric="ttft_median_ms"),)),
         report=ReportPolicy(headline="ttft_median_ms", confidence=0.9, min_effect=0.0,
-                            fail_on=("regression",), explain=True, explain_rounds=2),
+                            fail_on=("regression",), explain=True, explain_rounds=2,
+                            slo=(SloBound(kind="ttft", percentile=99, ms=2000.0),
+                                 SloBound(kind="itl", percentile=50, ms=12.5))),
         executor=Executor(kind="slurm", partition="gpu", gpus=1, cpus=8, time_limit="30",
                           container_mounts=("/a:/b:ro",), poll_s=1.0),
     )  # fmt: skip

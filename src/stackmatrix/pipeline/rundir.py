@@ -20,6 +20,7 @@ from stackmatrix.pipeline.options import RunOptions
 from stackmatrix.plan import PlannedCell, make_plan
 from stackmatrix.records import ReportPolicyRecord, RunRecord
 from stackmatrix.results import RunDir, now_iso
+from stackmatrix.spec.report import slo_table
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +199,7 @@ def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -
             confidence=policy.confidence,
             min_effect=policy.min_effect,
             fail_on=tuple(opts.fail_on or policy.fail_on),
+            slo=slo_table(policy.slo) if policy.slo else None,
         ),
     )
     run.write_json(layout.RUN_JSON, record.to_dict())

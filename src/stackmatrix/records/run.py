@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from stackmatrix._cellid import refuse_unsafe
-from stackmatrix.records._read import JSONObject, JSONValue, decode, problem
+from stackmatrix._validate import Problems
+from stackmatrix.records._read import JSONObject, JSONValue, decode, plain, problem
 from stackmatrix.results import RunDir
+from stackmatrix.spec.report import parse_slo
 from stackmatrix.spec_model import CONFIDENCE_RANGE, MIN_EFFECT_RANGE
 
 
@@ -20,6 +22,7 @@ class ReportPolicyRecord:
     confidence: float | None = None
     min_effect: float | None = None
     fail_on: tuple[str, ...] = ()
+    slo: dict[str, float] | None = None  # [report] slo as written (spec/report.py reads it)
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod
@@ -33,6 +36,8 @@ class ReportPolicyRecord:
             "min_effect": self.min_effect,
             "fail_on": [*self.fail_on],
         }
+        if self.slo is not None:  # absent, as before the key existed, where none is set
+            out["slo"] = plain(self.slo)
         return out | self.extra
 
 
@@ -89,13 +94,18 @@ class RunRecord:
 
 def _out_of_range(report: object) -> str | None:
     """A `report` value outside the bounds a spec's [report] has (confidence 1.0 or NaN
-    would make no interval, min_effect -1 divides by zero)."""
+    would make no interval, min_effect -1 divides by zero, an SLO bound of NaN ms holds
+    for nothing)."""
     if not isinstance(report, dict):
         return None
     for key, (low, high) in (("confidence", CONFIDENCE_RANGE), ("min_effect", MIN_EFFECT_RANGE)):
         value = report.get(key)
         if isinstance(value, int | float) and not low <= value <= high:
             return f"report.{key} is {value!r:.40}, outside {low} to {high} (a spec's bounds)"
+    if (slo := report.get("slo")) is not None:
+        p = Problems()
+        parse_slo(slo, "report.slo", p)
+        return p.items[0] if p else None
     return None
 
 

@@ -3,11 +3,14 @@ an effect of the position in a cycle shows at a glance), and the load points."""
 
 from __future__ import annotations
 
-from stackmatrix.report import _fmt, _svg, _timeline
+from stackmatrix.report import _fmt, _frontier_text, _svg, _timeline
 from stackmatrix.report._html import TONE, esc, html_table
+from stackmatrix.report._svg_frontier import Curve, Line, Mark, frontier_plot
+from stackmatrix.report.frontier import CellFrontier, FrontierPoint, per_gpu
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import MatrixReport, PointRow
-from stackmatrix.report.stats import Verdict
+from stackmatrix.report.stats import Interval, Verdict
+from stackmatrix.spec_model import SloBound
 
 
 def time_order(report: MatrixReport) -> str:
@@ -97,3 +100,79 @@ def latency(rows: tuple[LatencyRow, ...], tag: str) -> str:
     table = html_table(header, [[esc(x) for x in r] for r in body])
     foot = f'<p class="muted">{esc(note)}</p>' if note else ""
     return f"<{tag}>{esc(_fmt.LATENCY_TITLE)}</{tag}>{table}{foot}"
+
+
+def frontier(report: MatrixReport) -> str:
+    """Every cell at every load: the table, the frontier plot, the SLO's sentences."""
+    frontiers = [c.frontier for c in report.cells if c.frontier is not None]
+    if not report.loads or not frontiers:
+        return ""
+    conf = f"{report.thresholds.confidence:.0%}"
+    header = [
+        h if h in ("cell", "load") else h + "#" for h in _frontier_text.header(report.slo, conf)
+    ]
+    table = html_table(
+        header, [[esc(x) for x in r] for r in _frontier_text.rows(frontiers, report.slo)]
+    )
+    parts = [
+        f"<h2>{esc(_frontier_text.TITLE)}</h2>",
+        f'<p class="muted">{esc(_frontier_text.NOTE)}</p>',
+    ]
+    if report.slo:
+        slo = f"SLO: {_frontier_text.slo_text(report.slo)}."
+        parts.append(f'<p>{esc(slo)} <span class="muted">{esc(_frontier_text.SLO_NOTE)}</span></p>')
+    parts += [table, _frontier_plot(report, frontiers, conf)]
+    said = "".join(f"<li>{esc(f.sentence)}</li>" for f in frontiers if f.sentence)
+    return "".join(parts) + (f"<ul>{said}</ul>" if said else "")
+
+
+def _frontier_plot(report: MatrixReport, frontiers: list[CellFrontier], conf: str) -> str:
+    shared = all(f.gpus > 0 for f in frontiers)
+    curves = [
+        Curve(
+            label=f"{f.cell} (baseline)" if f.cell == report.baseline else f.cell,
+            marks=[m for p in f.points if (m := _mark(p, f.gpus if shared else 0)) is not None],
+            dashed=f.cell == report.baseline,
+        )
+        for f in frontiers
+    ]
+    y = "output tok/s per GPU" if shared else "output tok/s of the server"
+    return frontier_plot(
+        curves,
+        x_label=f"per-user tok/s (median request's 1 / TPOT); bars and band the {conf} intervals",
+        unit=f"{y}, median of launches",
+        title="throughput against per-user speed, each load of every cell",
+        line=_tpot_line(report.slo),
+    )
+
+
+def _mark(p: FrontierPoint, gpus: int) -> Mark | None:
+    y = per_gpu(p.throughput, gpus) if gpus else p.throughput
+    if y is None or p.per_user is None:
+        return None
+    return Mark(
+        x=p.per_user.median,
+        y=y.median,
+        x_span=_span(p.per_user),
+        y_span=_span(y),
+        label=_frontier_text.load_text(p.load),
+        missed=p.slo_met is False,
+    )
+
+
+def _span(value: Interval) -> tuple[float, float] | None:
+    return None if value.low is None or value.high is None else (value.low, value.high)
+
+
+def _tpot_line(bounds: tuple[SloBound, ...]) -> Line | None:
+    """A TPOT bound of B ms is a per-user speed of 1000 / B tok/s: loads left of it decode
+    slower than the SLO lets a request (the strictest bound where there are several)."""
+    tpots = [b for b in bounds if b.kind == "tpot"]
+    if not tpots:
+        return None
+    strictest = min(tpots, key=lambda b: b.ms)
+    speed = 1000 / strictest.ms
+    return Line(
+        x=speed,
+        label=f"{_frontier_text.bound_label(strictest)}: {speed:.3g} tok/s per user at least",
+    )

@@ -12,7 +12,7 @@ from stackmatrix.report._fmt import number
 
 _ROW = 34
 _LEFT = 150
-_RIGHT = 30
+RIGHT = 30
 _TOP = 24
 _BOTTOM = 36
 WIDTH = 980
@@ -42,11 +42,11 @@ _SAME = 1e-9
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round tick values covering [low, high]: at most MAX_TICKS, none for a bad range."""
-    if not (_finite(low) and _finite(high)):
+    if not (finite(low) and finite(high)):
         return []
     low, high = _widened(min(low, high), max(low, high))
     raw = (high - low) / max(count, 1)
-    if not (_finite(raw) and raw > 0):
+    if not (finite(raw) and raw > 0):
         return []
     step = 10.0 ** math.floor(math.log10(raw))
     for mult in (1, 2, 2.5, 5, 10):
@@ -75,7 +75,7 @@ def _widened(low: float, high: float) -> tuple[float, float]:
 AXIS_NOTE = "axis does not start at 0"
 
 
-class _Scale:
+class Scale:
     def __init__(self, low: float, high: float) -> None:
         low, high = _widened(low, high)
         pad = (high - low) * 0.08
@@ -94,18 +94,18 @@ class _Scale:
         return (value - self.low) / (self.high - self.low)
 
     def x(self, value: float) -> float:
-        return _LEFT + self.fraction(value) * (WIDTH - _LEFT - _RIGHT)
+        return _LEFT + self.fraction(value) * (WIDTH - _LEFT - RIGHT)
 
 
-def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
-    out = _open(height, title)
+def _frame(height: int, scale: Scale, unit: str, title: str) -> list[str]:
+    out = svg_open(height, title)
     axis_y = height - _BOTTOM + 6
     for tick in nice_ticks(scale.low, scale.high):
         x = scale.x(tick)
         out.append(f'<line x1="{x:.1f}" y1="{_TOP - 8}" x2="{x:.1f}" y2="{axis_y}" class="grid"/>')
         out.append(f'<text x="{x:.1f}" y="{axis_y + 14}" class="tick">{tick:g}</text>')
     out.append(
-        f'<text x="{WIDTH - _RIGHT}" y="{height - 2}" class="unit" text-anchor="end">'
+        f'<text x="{WIDTH - RIGHT}" y="{height - 2}" class="unit" text-anchor="end">'
         f"{escape(unit)}</text>"
     )
     if not scale.from_zero:
@@ -113,7 +113,7 @@ def _frame(height: int, scale: _Scale, unit: str, title: str) -> list[str]:
     return out
 
 
-def _open(height: int, title: str) -> list[str]:
+def svg_open(height: int, title: str) -> list[str]:
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(title)}" class="plot">',
@@ -124,10 +124,10 @@ def _open(height: int, title: str) -> list[str]:
 def interval_plot(
     rows: Sequence[IntervalRow], *, reference: float | None, unit: str, title: str
 ) -> str:
-    values = [v for r in rows for v in (*r.points, r.low, r.high, r.center) if _finite(v)]
+    values = [v for r in rows for v in (*r.points, r.low, r.high, r.center) if finite(v)]
     if not values:
         return ""
-    scale = _Scale(min(values), max(values))
+    scale = Scale(min(values), max(values))
     height = _TOP + _ROW * len(rows) + _BOTTOM
     out = _frame(height, scale, unit, title)
     if reference is not None:
@@ -149,22 +149,22 @@ def interval_plot(
     return "\n".join(out)
 
 
-def _finite(value: float | None) -> TypeGuard[float]:
+def finite(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value)
 
 
-def _interval_marks(row: IntervalRow, scale: _Scale, y: float) -> list[str]:
+def _interval_marks(row: IntervalRow, scale: Scale, y: float) -> list[str]:
     out = []
-    if _finite(row.low) and _finite(row.high):
+    if finite(row.low) and finite(row.high):
         x1, x2 = scale.x(row.low), scale.x(row.high)
         out.append(
             f'<rect x="{x1:.1f}" y="{y - 7:.1f}" width="{max(x2 - x1, 1.5):.1f}" height="14" '
             f'rx="3" class="ci {row.tone}"><title>{number(row.low)} to {number(row.high)}'
             "</title></rect>"
         )
-    for value in filter(_finite, row.points):
+    for value in filter(finite, row.points):
         out.append(f'<circle cx="{scale.x(value):.1f}" cy="{y:.1f}" r="3.2" class="pt"/>')
-    if _finite(row.center):
+    if finite(row.center):
         x = scale.x(row.center)
         out.append(
             f'<line x1="{x:.1f}" y1="{y - 10:.1f}" x2="{x:.1f}" y2="{y + 10:.1f}" '
@@ -175,11 +175,11 @@ def _interval_marks(row: IntervalRow, scale: _Scale, y: float) -> list[str]:
 
 def box_plot(rows: Sequence[BoxRow], *, unit: str, title: str) -> str:
     keys = ("p5", "p25", "p50", "p75", "p95")
-    rows = [r for r in rows if all(_finite(r.quantiles.get(k)) for k in keys)]
+    rows = [r for r in rows if all(finite(r.quantiles.get(k)) for k in keys)]
     if not rows:
         return ""
     values = [r.quantiles[k] for r in rows for k in ("p5", "p95")]
-    scale = _Scale(min(values), max(values))
+    scale = Scale(min(values), max(values))
     height = _TOP + _ROW * len(rows) + _BOTTOM
     out = _frame(height, scale, unit, title)
     for i, row in enumerate(rows):
@@ -245,10 +245,10 @@ PALETTE = (
     "#9a6700",
     "#57606a",
 )
-_T_LEFT = 70
-_T_TOP = 34  # room above the value axis for its unit and its note
-_T_PLOT = 220
-_LEGEND_ROW = 18
+T_LEFT = 70
+T_TOP = 34  # room above the value axis for its unit and its note
+T_PLOT = 220
+LEGEND_ROW = 18
 
 
 def color(i: int) -> str:
@@ -257,43 +257,45 @@ def color(i: int) -> str:
 
 def time_plot(series: Sequence[TimeSeries], *, x_label: str, unit: str, title: str) -> str:
     """Each launch's value against its place in the run, one colour per series."""
-    points = [p for s in series for p in s.points if _finite(p.value) and _finite(p.position)]
+    points = [p for s in series for p in s.points if finite(p.value) and finite(p.position)]
     if not points:
         return ""
-    xs = _Scale(min(p.position for p in points), max(p.position for p in points))
-    ys = _Scale(min(p.value for p in points), max(p.value for p in points))
-    legend = _legend([s.label for s in series])
+    xs = Scale(min(p.position for p in points), max(p.position for p in points))
+    ys = Scale(min(p.value for p in points), max(p.value for p in points))
+    entries = legend([s.label for s in series])
     # the legend's first row sits below the x axis's ticks and its label
-    legend_top = _T_TOP + _T_PLOT + 54
-    height = legend_top + _LEGEND_ROW * max(row for _, row, _ in legend) + 8
-    out = [*_open(height, title), *_time_axes(xs, ys, x_label=x_label, unit=unit)]
+    legend_top = T_TOP + T_PLOT + 54
+    height = legend_top + LEGEND_ROW * max(row for _, row, _ in entries) + 8
+    out = [*svg_open(height, title), *xy_axes(xs, ys, x_label=x_label, unit=unit)]
     for i, s in enumerate(series):
         out += _time_marks(s, color(i), xs, ys)
-    out += _legend_marks(legend, top=legend_top)
+    out += legend_marks(entries, top=legend_top)
     out.append("</svg>")
     return "\n".join(out)
 
 
-def _tx(xs: _Scale, position: float) -> float:
-    return _T_LEFT + xs.fraction(position) * (WIDTH - _T_LEFT - _RIGHT)
+def tx(xs: Scale, position: float) -> float:
+    return T_LEFT + xs.fraction(position) * (WIDTH - T_LEFT - RIGHT)
 
 
-def _ty(ys: _Scale, value: float) -> float:
-    return _T_TOP + (1 - ys.fraction(value)) * _T_PLOT
+def ty(ys: Scale, value: float) -> float:
+    return T_TOP + (1 - ys.fraction(value)) * T_PLOT
 
 
-def _time_axes(xs: _Scale, ys: _Scale, *, x_label: str, unit: str) -> list[str]:
-    bottom, right = _T_TOP + _T_PLOT, WIDTH - _RIGHT
-    out = [f'<text x="{_T_LEFT}" y="12" class="unit">{escape(unit)}</text>']
+def xy_axes(xs: Scale, ys: Scale, *, x_label: str, unit: str, whole_x: bool = True) -> list[str]:
+    """A value axis (`unit` above it) against an x axis (`x_label` below it); `whole_x`:
+    ticks at whole numbers only (slots of a run)."""
+    bottom, right = T_TOP + T_PLOT, WIDTH - RIGHT
+    out = [f'<text x="{T_LEFT}" y="12" class="unit">{escape(unit)}</text>']
     if not ys.from_zero:
-        out.append(f'<text x="{_T_LEFT}" y="26" class="axis-note">{AXIS_NOTE}</text>')
+        out.append(f'<text x="{T_LEFT}" y="26" class="axis-note">{AXIS_NOTE}</text>')
     for tick in nice_ticks(ys.low, ys.high):
-        y = _ty(ys, tick)
-        out.append(f'<line x1="{_T_LEFT}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" class="grid"/>')
-        out.append(f'<text x="{_T_LEFT - 6}" y="{y + 4:.1f}" class="ytick">{tick:g}</text>')
+        y = ty(ys, tick)
+        out.append(f'<line x1="{T_LEFT}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" class="grid"/>')
+        out.append(f'<text x="{T_LEFT - 6}" y="{y + 4:.1f}" class="ytick">{tick:g}</text>')
     # positions are whole slots: a tick between two of them names no launch
-    for tick in (t for t in nice_ticks(xs.low, xs.high) if t == int(t)):
-        x = _tx(xs, tick)
+    for tick in (t for t in nice_ticks(xs.low, xs.high) if t == int(t) or not whole_x):
+        x = tx(xs, tick)
         out.append(f'<text x="{x:.1f}" y="{bottom + 16}" class="tick">{tick:g}</text>')
     out.append(
         f'<text x="{right}" y="{bottom + 32}" class="unit" text-anchor="end">'
@@ -302,12 +304,12 @@ def _time_axes(xs: _Scale, ys: _Scale, *, x_label: str, unit: str) -> list[str]:
     return out
 
 
-def _time_marks(s: TimeSeries, fill: str, xs: _Scale, ys: _Scale) -> list[str]:
+def _time_marks(s: TimeSeries, fill: str, xs: Scale, ys: Scale) -> list[str]:
     marks = sorted(
-        (p for p in s.points if _finite(p.value) and _finite(p.position)),
+        (p for p in s.points if finite(p.value) and finite(p.position)),
         key=lambda p: p.position,
     )
-    at = [(_tx(xs, p.position), _ty(ys, p.value)) for p in marks]
+    at = [(tx(xs, p.position), ty(ys, p.value)) for p in marks]
     out = []
     if len(at) > 1:
         trail = " ".join(f"{x:.1f},{y:.1f}" for x, y in at)
@@ -331,24 +333,30 @@ def _launch_mark(cell: str, p: TimePoint, fill: str, x: float, y: float) -> str:
     )
 
 
-def _legend(labels: Sequence[str]) -> list[tuple[float, int, str]]:
-    """(x, row, label) of each entry, wrapped to the plot's width; then the outlier key."""
+def legend(
+    labels: Sequence[str], ring: str | None = "outlier launch (ring)"
+) -> list[tuple[float, int, str]]:
+    """(x, row, label) of each entry, wrapped to the plot's width; then the key of a
+    ring (what a hollow mark means), where rings mean something."""
     out: list[tuple[float, int, str]] = []
-    x, row = float(_T_LEFT), 0
-    for label in (*labels, "outlier launch (ring)"):
+    x, row = float(T_LEFT), 0
+    for label in (*labels, *([ring] if ring else [])):
         width = 26 + 7 * len(label)  # a swatch and a rough text width at 12px
-        if x + width > WIDTH - _RIGHT and x > _T_LEFT:
-            x, row = float(_T_LEFT), row + 1
+        if x + width > WIDTH - RIGHT and x > T_LEFT:
+            x, row = float(T_LEFT), row + 1
         out.append((x, row, label))
         x += width + 12
     return out
 
 
-def _legend_marks(legend: Sequence[tuple[float, int, str]], *, top: int) -> list[str]:
+def legend_marks(
+    legend: Sequence[tuple[float, int, str]], *, top: int, ring: bool = True
+) -> list[str]:
+    """The legend's swatches and labels; `ring`: the last entry is the ring's key."""
     out = []
     for i, (x, row, label) in enumerate(legend):
-        y = top + row * _LEGEND_ROW
-        last = i == len(legend) - 1
+        y = top + row * LEGEND_ROW
+        last = ring and i == len(legend) - 1
         swatch = (
             f'<circle cx="{x + 6:.1f}" cy="{y - 4}" r="5" fill="#ffffff" stroke="#57606a" '
             'stroke-width="2"/>'

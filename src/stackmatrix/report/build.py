@@ -17,6 +17,7 @@ from stackmatrix.report.load import load_run
 from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import build_model
 from stackmatrix.results import RunDir
+from stackmatrix.spec_model import SloBound
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +51,18 @@ def build_report(
     compat: Path | None = None,
     headline: str | None = None,
     out_dir: Path | None = None,
+    slo: Sequence[SloBound] | None = None,
 ) -> ReportOutcome:
     """Write the four outputs into `out_dir` (default `run_dir`) and say which
     --fail-on policies matched.
 
     `history_db` is the SQLite file this report appends its cells to and reads earlier
     runs from (None: no history). `compat` overrides the directory of the rule files.
-    `headline` judges the cells on another recorded metric than the spec's.
+    `headline` judges the cells on another recorded metric than the spec's, `slo`
+    against other bounds than the spec's `[report] slo` (results of any version).
     """
     try:
-        report = build_model(load_run(run_dir), compat=compat, headline=headline)
+        report = build_model(load_run(run_dir), compat=compat, headline=headline, slo=slo)
     except OSError as exc:  # permission denied, a directory where a file belongs...
         raise ResultsError(f"cannot read {exc.filename or run_dir}: {exc.strerror}") from exc
     if out_dir is not None:

@@ -55,10 +55,16 @@ class LatencyRow:
 def latency_rows(cells: Sequence[CellResults], point: str | None = None) -> tuple[LatencyRow, ...]:
     """A row per cell measured at the headline's load (or at load point `point`); none
     where no cell's rounds have a p99.9."""
-    return tuple(
-        LatencyRow(cell=c.id, percentiles=tuple(_percentiles(c, k, point) for k, _ in KINDS))
-        for c in cells
-        if any(c.launches("ttft_p999_ms", point))
+    return tuple(row for c in cells if (row := latency_row(c, point)) is not None)
+
+
+def latency_row(cell: CellResults, point: str | None = None) -> LatencyRow | None:
+    """The cell's row at the headline's load (or at load point `point`); None where its
+    rounds have no p99.9."""
+    if not any(cell.launches("ttft_p999_ms", point)):
+        return None
+    return LatencyRow(
+        cell=cell.id, percentiles=tuple(_percentiles(cell, k, point) for k, _ in KINDS)
     )
 
 

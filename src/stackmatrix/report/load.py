@@ -28,6 +28,7 @@ from stackmatrix.records import (
     PlanCell,
     PlanRecord,
     PointInfo,
+    RoundRecord,
     RunRecord,
 )
 from stackmatrix.records._read import JSONObject, problem
@@ -99,13 +100,20 @@ class CellResults:
         copy (`<name>.gz`, as kept examples store them)."""
         for launch in self.bench.launches:
             for rnd in launch.rounds:
-                name = rnd.requests_file
-                if not name:
-                    continue
-                for path in (self.path / name, self.path / layout.compressed(name)):
-                    if _regular(path):
-                        yield path
-                        break
+                if (path := self.round_file(rnd)) is not None:
+                    yield path
+
+    def round_file(self, rnd: RoundRecord) -> Path | None:
+        """The file of one round's request records (or its compressed copy), where
+        there is one that may be read: a plain name in the cell's directory (a name
+        with a path in it, `../x` or `/etc/x`, would read outside the results)."""
+        name = rnd.requests_file
+        if not name or Path(name).name != name or name in (".", ".."):
+            return None
+        for path in (self.path / name, self.path / layout.compressed(name)):
+            if _regular(path):
+                return path
+        return None
 
     def server_logs(self) -> list[Path]:
         """The servers' logs in the order of their names, each the file bench wrote or,

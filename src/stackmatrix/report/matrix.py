@@ -10,16 +10,18 @@ from dataclasses import dataclass, field
 
 from stackmatrix import __version__
 from stackmatrix.findings import Finding
-from stackmatrix.records._read import JSONObject, plain
+from stackmatrix.records._read import JSONObject, JSONValue, plain
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.compat_why import CompatWhy
 from stackmatrix.report.failures import failure_text
+from stackmatrix.report.frontier import CellFrontier, Load
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.mapped import LiveMapped
 from stackmatrix.report.power import Calibration
 from stackmatrix.report.protocol import Protocol
 from stackmatrix.report.stats import Comparison, Interval, Thresholds, Verdict
 from stackmatrix.results import Status
+from stackmatrix.spec_model import SloBound
 
 SCHEMA_VERSION = 1
 
@@ -126,6 +128,8 @@ class CellReport:
     warmup_launches: tuple[LaunchRow, ...] = ()  # discarded, shown for the record
     mapped: LiveMapped | None = None  # what the live server mapped (report/mapped.py)
     why: CompatWhy | None = None  # the deciding findings of a "warnings"/"incompatible" check
+    # every load of its launches, goodput and the SLO's verdicts (report/frontier.py)
+    frontier: CellFrontier | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -182,7 +186,16 @@ class CellReport:
             "versions": plain(self.versions),
             "history": self.history.to_dict() if self.history else None,
             **({"mapped": self.mapped.to_dict()} if self.mapped else {}),
+            **self._frontier_dict(),
         }
+
+    def _frontier_dict(self) -> JSONObject:
+        """`frontier` and `goodput`, where the report has loads (absent otherwise)."""
+        f = self.frontier
+        if f is None:
+            return {}
+        points: list[JSONValue] = [p.to_dict(f.gpus) for p in f.points]
+        return {"frontier": points, "goodput": f.goodput_dict() if f.slo else None}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,6 +263,10 @@ class MatrixReport:
     protocol: Protocol | None = None  # the launch plan, GPU time, drift over time
     # the headline load's TTFT/ITL/TPOT percentiles with sample counts (report/latency.py)
     latency: tuple[LatencyRow, ...] = ()
+    slo: tuple[SloBound, ...] = ()  # [report] slo (or `report --slo`); empty: none
+    # the frontier's loads, by concurrency: the headline's and the load points' (empty
+    # where there are neither load points nor an SLO)
+    loads: tuple[Load, ...] = ()
 
     def cell(self, cell_id: str) -> CellReport:
         return next(c for c in self.cells if c.id == cell_id)
@@ -289,4 +306,6 @@ class MatrixReport:
             out["latency"] = [r.to_dict() for r in self.latency]
         if self.protocol:
             out["protocol"] = self.protocol.to_dict()
+        if self.loads:
+            out["slo"] = {b.key: b.ms for b in self.slo} or None
         return out

@@ -11,12 +11,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from stackmatrix._validate import Problems
+from stackmatrix.layout import RUN_JSON
 from stackmatrix.records import PointInfo, RunRecord
+from stackmatrix.report import _frontier_text
 from stackmatrix.report import config_drift as drift_mod
+from stackmatrix.report import frontier as frontier_mod
 from stackmatrix.report.cache import cache_notes
 from stackmatrix.report.cells import cell_report
+from stackmatrix.report.compare import judged
 from stackmatrix.report.compat_data import compat_dir
 from stackmatrix.report.facts import collect, log_engine
+from stackmatrix.report.frontier import Load
 from stackmatrix.report.interleaving import not_interleaved
 from stackmatrix.report.latency import latency_rows
 from stackmatrix.report.load import CellResults, RunResults, read_explanations
@@ -39,12 +45,12 @@ from stackmatrix.report.protocol import protocol
 from stackmatrix.report.stats import (
     Comparison,
     Thresholds,
-    Verdict,
-    compare,
     higher_is_better,
     interval,
     launch_samples,
 )
+from stackmatrix.spec.report import parse_slo
+from stackmatrix.spec_model import SloBound
 
 log = logging.getLogger(__name__)
 __all__ = [  # the model's classes, here too: stackmatrix.report.model is the public path
@@ -75,8 +81,13 @@ def thresholds_from(run: RunRecord) -> tuple[str, Thresholds, tuple[str, ...]]:
 
 
 def build_model(
-    results: RunResults, *, compat: Path | None = None, headline: str | None = None
+    results: RunResults,
+    *,
+    compat: Path | None = None,
+    headline: str | None = None,
+    slo: Sequence[SloBound] | None = None,
 ) -> MatrixReport:
+    """`slo` judges the cells against these bounds instead of the spec's `[report] slo`."""
     run = results.record
     spec_headline, thresholds, fail_on = thresholds_from(run)
     headline = headline or spec_headline
@@ -87,29 +98,11 @@ def build_model(
     base = results.cell(results.baseline)
     if base is None:
         notes.append(f"baseline {results.baseline!r} has no results: no verdicts")
-    base_facts = collect(base, patterns) if base else None
-    cells = []
-    for cell in results.cells:
-        is_base = cell.id == results.baseline
-        comparison = None
-        drift = None
-        if base is not None and not is_base:
-            comparison = _compare(cell, base, headline, thresholds)
-            if base_facts is not None:
-                drift = drift_mod.diff(
-                    collect(cell, patterns),
-                    base_facts,
-                    differs=cell.differs,
-                    ranking=ranking,
-                    cell_server_args=_server_args(cell),
-                )
-        cells.append(cell_report(cell, results, headline, thresholds, comparison, drift))
-    notes += _unread_notes(results.cells, patterns)
-    notes += [cold.note() for cold in cold_first_launches(cells, headline)]
-    notes += slow_startups(cells)
-    notes += cache_notes(results.cells)
-    notes += prompt_length_notes(results.cells)
-    notes += not_interleaved(results.cells, results.baseline)
+    cells = _cell_reports(results, base, headline, thresholds, (patterns, ranking))
+    notes += _later_notes(results, cells, patterns, headline)
+    bounds = tuple(slo) if slo is not None else recorded_slo(run)
+    where = _loads(results, bounds)
+    cells = _with_frontiers(cells, results, where, bounds, thresholds, headline)
     return MatrixReport(
         spec_name=run.spec_name,
         spec_hash=run.spec_hash,
@@ -135,18 +128,107 @@ def build_model(
             decided=all(c.verdict.decided for c in cells if not c.is_baseline and c.comparison),
             thresholds=thresholds,
         ),
+        slo=bounds,
+        loads=where,
     )
+
+
+def _cell_reports(
+    results: RunResults,
+    base: CellResults | None,
+    headline: str,
+    thresholds: Thresholds,
+    rules: tuple[Sequence[LogPattern], drift_mod.Ranking],
+) -> list[CellReport]:
+    """Every cell, compared with the baseline at the headline and in its configuration."""
+    patterns, ranking = rules
+    base_facts = collect(base, patterns) if base else None
+    cells = []
+    for cell in results.cells:
+        comparison = None
+        drift = None
+        if base is not None and cell.id != results.baseline:
+            comparison = _compare(cell, base, headline, thresholds)
+            if base_facts is not None:
+                drift = drift_mod.diff(
+                    collect(cell, patterns),
+                    base_facts,
+                    differs=cell.differs,
+                    ranking=ranking,
+                    cell_server_args=_server_args(cell),
+                )
+        cells.append(cell_report(cell, results, headline, thresholds, comparison, drift))
+    return cells
+
+
+def _loads(results: RunResults, bounds: Sequence[SloBound]) -> tuple[Load, ...]:
+    """The frontier's loads; none without load points and an SLO (nothing to show)."""
+    described = _described(results)
+    return frontier_mod.loads(results, described) if bounds or described else ()
+
+
+def _later_notes(
+    results: RunResults, cells: Sequence[CellReport], patterns: Sequence[LogPattern], headline: str
+) -> list[str]:
+    """The notes on the cells' logs, launches, caches, prompts and interleaving."""
+    notes = _unread_notes(results.cells, patterns)
+    notes += [cold.note() for cold in cold_first_launches(cells, headline)]
+    notes += slow_startups(cells)
+    notes += cache_notes(results.cells)
+    notes += prompt_length_notes(results.cells)
+    return notes + not_interleaved(results.cells, results.baseline)
+
+
+def recorded_slo(run: RunRecord) -> tuple[SloBound, ...]:
+    """run.json's `report.slo` (checked when run.json was read); none where absent."""
+    if run.report.slo is None:
+        return ()
+    return parse_slo(run.report.slo, f"{RUN_JSON} report.slo", Problems())
+
+
+def _with_frontiers(
+    cells: Sequence[CellReport],
+    results: RunResults,
+    where: Sequence[Load],
+    bounds: Sequence[SloBound],
+    thresholds: Thresholds,
+    headline: str,
+) -> list[CellReport]:
+    """Each cell with its frontier at `where` (none without loads) and, with an SLO, its
+    verdicts against the baseline's and the sentence that says them."""
+    if not where:
+        return list(cells)
+    made = {c.id: frontier_mod.frontier(c, where, bounds, thresholds.confidence)
+            for c in results.cells}  # fmt: skip
+    base, base_results = made.get(results.baseline), results.cell(results.baseline)
+    out = []
+    for report in cells:
+        mine, mine_results = made[report.id], results.cell(report.id)
+        if bounds and base is not None and base_results is not None and mine is not base:
+            assert mine_results is not None  # every report is of a cell of the results
+            mine = frontier_mod.judge(mine, base, (mine_results, base_results), where, thresholds)
+        if bounds:
+            said = _frontier_text.sentence(mine, base, headline=report.comparison,
+                                           metric=headline, baseline=results.baseline)  # fmt: skip
+            mine = replace(mine, sentence=said)
+        out.append(replace(report, frontier=mine))
+    return out
+
+
+def _described(results: RunResults) -> dict[str, PointInfo]:
+    """The load points, as the cells' bench.json name them (every one the spec's)."""
+    described: dict[str, PointInfo] = {}
+    for cell in results.cells:
+        for name, info in cell.points().items():
+            described.setdefault(name, info)
+    return described
 
 
 def _points(
     results: RunResults, base: CellResults | None, thresholds: Thresholds
 ) -> tuple[LoadPointReport, ...]:
-    described: dict[str, PointInfo] = {}
-    for cell in results.cells:  # every cell's bench.json names the spec's points
-        for name, info in cell.points().items():
-            described.setdefault(name, info)
     out = []
-    for name, info in described.items():
+    for name, info in _described(results).items():
         metric = info.metric or "output_throughput"
         rows = []
         for cell in results.cells:
@@ -311,22 +393,9 @@ def _compare(
 def _compare_at(
     cell: CellResults, base: CellResults, metric: str, point: str | None, thresholds: Thresholds
 ) -> Comparison | None:
-    mine, theirs = cell.launches(metric, point), base.launches(metric, point)
-    blocks = (cell.bench.completed_blocks(), base.bench.completed_blocks())
-    plans = [b for b in (cell.bench.launch_bounds(), base.bench.launch_bounds()) if b]
-    thresholds = replace(thresholds, plan=max(plans, key=lambda b: b[1] - b[0], default=None))
-    if not any(mine):
-        return None
-    if not any(theirs):
-        where = f" at load point {point!r}" if point else ""
-        return Comparison(
-            metric=metric,
-            verdict=Verdict.INCONCLUSIVE,
-            reason=f"the baseline {base.id!r} has no {metric} measurements{where}",
-            confidence=thresholds.confidence,
-        )
-    slots = (cell.bench.completed_slots(), base.bench.completed_slots())
-    return compare(mine, theirs, metric=metric, thresholds=thresholds, blocks=blocks, slots=slots)
+    values = (cell.launches(metric, point), base.launches(metric, point))
+    where = f" at load point {point!r}" if point else ""
+    return judged(cell, base, values, metric=metric, thresholds=thresholds, where=where)
 
 
 def _unit(cells: Sequence[CellReport]) -> str:

@@ -171,7 +171,7 @@ def protocol(
     if th.adaptive and th.plan is not None:
         levels = (th.level(th.plan[0]), th.level(th.plan[1]))
     out = Protocol(plan=plan, launches=measured, minutes=sum(_minutes(c) for c in cells),
-                   gpus=any(_gpus(c) > 0 for c in cells), saved_minutes=None,
+                   gpus=any(cell_gpus(c) > 0 for c in cells), saved_minutes=None,
                    drift=drift(cells, headline),
                    cell_drifts=tuple(d for c in cells if (d := drift([c], headline, cell=c.id))),
                    decided=decided, levels=levels, spending=th.spending)  # fmt: skip
@@ -190,11 +190,12 @@ def _with_saved(out: Protocol, cells: Sequence[CellResults], high: int) -> Proto
         if result is None or result.status is not Status.OK or not durations:
             continue
         left = max(0, high - len(cell.bench.launches))
-        saved += left * statistics.median(durations) * max(_gpus(cell), 1)
+        saved += left * statistics.median(durations) * max(cell_gpus(cell), 1)
     return replace(out, saved_minutes=saved)
 
 
-def _gpus(cell: CellResults) -> int:
+def cell_gpus(cell: CellResults) -> int:
+    """The GPUs the cell's definition holds; 0 for none or unknown."""
     gpus = cell.definition.get("gpus")
     return gpus if isinstance(gpus, int) and gpus > 0 else 0
 
@@ -207,7 +208,7 @@ def _durations(cell: CellResults) -> list[float]:
 
 
 def _minutes(cell: CellResults) -> float:
-    return sum(_durations(cell)) * max(_gpus(cell), 1)
+    return sum(_durations(cell)) * max(cell_gpus(cell), 1)
 
 
 def drift(

@@ -22,6 +22,7 @@ from stackmatrix.report._html import (
     status_badge,
 )
 from stackmatrix.report._html_explain import explanations as _explanations
+from stackmatrix.report._html_plots import frontier as _frontier
 from stackmatrix.report._html_plots import latency as _latency
 from stackmatrix.report._html_plots import points as _points
 from stackmatrix.report._html_plots import time_order as _time_order
@@ -37,6 +38,7 @@ def render(report: MatrixReport) -> str:
         _compat(report),
         _performance(report),
         _points(report),
+        _frontier(report),
         _drift_sections(report),
         _explanations(report),
         _verdicts(report),

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from stackmatrix import _sanitize
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.report import _fmt
+from stackmatrix.report import _fmt, _frontier_text
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import CellReport, MatrixReport
@@ -31,7 +31,8 @@ PHASE_KINDS = {
 
 def render(report: MatrixReport, *, details: bool = True) -> str:
     """The whole report; `details=False` gives the job-summary version."""
-    parts = [_title(report), _compat_table(report), _perf_table(report), _points_md(report)]
+    parts = [_title(report), _compat_table(report), _perf_table(report), _points_md(report),
+             _frontier_md(report)]  # fmt: skip
     parts.append(_drift_sections(report))
     parts.append(_explanations(report))
     parts.append(_verdicts(report))
@@ -185,6 +186,21 @@ def _points_md(report: MatrixReport) -> str:
         blocks += [f"#### {_fmt.point_title(pt)}", _table(header, rows)]
         blocks += _latency_md(pt.latency, "#####")
     return "\n\n".join(blocks)
+
+
+def _frontier_md(report: MatrixReport) -> str:
+    """Every cell at every load: throughput, per-user speed, goodput, the SLO's verdicts."""
+    frontiers = [c.frontier for c in report.cells if c.frontier is not None]
+    if not report.loads or not frontiers:
+        return ""
+    conf = f"{report.thresholds.confidence:.0%}"
+    blocks = [f"### {_frontier_text.TITLE}", _frontier_text.NOTE]
+    if report.slo:
+        blocks.append(f"SLO: {_frontier_text.slo_text(report.slo)}. {_frontier_text.SLO_NOTE}")
+    header = _frontier_text.header(report.slo, conf)
+    blocks.append(_table(header, _frontier_text.rows(frontiers, report.slo)))
+    blocks += ["\n".join(f"- {_md_text(f.sentence)}" for f in frontiers if f.sentence)]
+    return "\n\n".join(b for b in blocks if b)
 
 
 def _shape(c: CellReport) -> str:

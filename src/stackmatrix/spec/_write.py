@@ -20,7 +20,7 @@ from typing import TypeAlias
 from stackmatrix.spec_model import Bench, Cell, Executor, ReportPolicy, Spec, Workload
 
 # what a spec's values are: scalars, arrays of strings, and `launches = {min, max}`
-Value: TypeAlias = str | int | float | bool | tuple[str, ...] | dict[str, int]
+Value: TypeAlias = str | int | float | bool | tuple[str, ...] | dict[str, int] | dict[str, float]
 Pairs: TypeAlias = list[tuple[str, Value]]
 Model: TypeAlias = Cell | Bench | Workload | ReportPolicy | Executor
 
@@ -34,7 +34,7 @@ def dumps(spec: Spec) -> str:
             lines += ["", "[cell.env]", *_assignments(list(cell.env))]
     if spec.bench is not None:
         lines += _bench(spec.bench)
-    lines += _section("report", _changed(spec.report, ReportPolicy()))
+    lines += _section("report", _report(spec.report))
     lines += _section("executor", _changed(spec.executor, Executor()))
     return "\n".join(lines) + "\n"
 
@@ -82,6 +82,14 @@ def _bench(bench: Bench) -> list[str]:
         overrides = _changed(point.workload, bench.workload)
         lines += ["", "[[bench.points]]", *_assignments([*head, *overrides])]
     return lines
+
+
+def _report(report: ReportPolicy) -> Pairs:
+    """[report]'s changed keys; its SLO as the table it is written as."""
+    pairs = _changed(report, ReportPolicy(), skip=("slo",))
+    if report.slo:
+        pairs.append(("slo", {b.key: b.ms for b in report.slo}))
+    return pairs
 
 
 def _section(name: str, pairs: Pairs) -> list[str]:

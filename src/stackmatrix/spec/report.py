@@ -1,12 +1,14 @@
-"""The [report] table of a spec, and the one parser of --fail-on."""
+"""The [report] table of a spec, the one parser of --fail-on, and the one reader of an
+SLO table (the spec's `slo`, run.json's copy of it, `report --slo`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, cast
 
-from stackmatrix._validate import Problems, join
+from stackmatrix._validate import Problems, join, type_name
 from stackmatrix.errors import UsageError
 from stackmatrix.spec._values import (
     check_bool,
@@ -23,7 +25,10 @@ from stackmatrix.spec_model import (
     FAIL_ON,
     METRICS,
     MIN_EFFECT_RANGE,
+    SLO_KEYS,
     ReportPolicy,
+    SloBound,
+    SloKind,
 )
 
 REPORT_KEYS = tuple(f.name for f in fields(ReportPolicy))
@@ -53,7 +58,65 @@ def parse_report(raw: Mapping[str, Any], p: Problems) -> ReportPolicy:
         )
         or d.explain_rounds,
         explain_cells=tuple(get_str_list(r, "explain_cells", "report", p)),
+        slo=parse_slo(r["slo"], "report.slo", p) if "slo" in r else (),
     )
+
+
+SLO_EXAMPLE = "{ ttft_p99_ms = 2000, tpot_p99_ms = 50 }"
+
+
+def parse_slo(value: object, path: str, p: Problems) -> tuple[SloBound, ...]:
+    """`{ ttft_p99_ms = 2000, ... }` as bounds, in SLO_KEYS' order; each problem (an
+    unknown key, a value that is no positive, finite number of milliseconds) added."""
+    if not isinstance(value, dict):
+        p.add(path, f"expected a table such as {SLO_EXAMPLE}, got {type_name(value)} {value!r}")
+        return ()
+    if not value:
+        p.add(path, f"an empty table sets no bound: name at least one, as in {SLO_EXAMPLE}")
+        return ()
+    p.unknown_keys(path, value, SLO_KEYS)
+    found = {k: ms for k in SLO_KEYS if k in value and (ms := _slo_ms(value[k], join(path, k), p))}
+    return tuple(_bound(key, ms) for key, ms in found.items())
+
+
+def _slo_ms(value: object, path: str, p: Problems) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        p.add(path, f"expected a number of milliseconds, got {type_name(value)} {value!r}")
+        return None
+    if not math.isfinite(value):
+        p.add(path, f"{value!r} is not a finite number of milliseconds")
+        return None
+    if value <= 0:
+        p.add(path, f"{value!r} ms is no bound: a latency bound is above 0 ms")
+        return None
+    return float(value)
+
+
+def _bound(key: str, ms: float) -> SloBound:
+    kind, percentile, _ = key.split("_")  # a key of SLO_KEYS: "ttft_p99_ms"
+    return SloBound(kind=cast(SloKind, kind), percentile=int(percentile[1:]), ms=ms)
+
+
+def slo_table(bounds: Sequence[SloBound]) -> dict[str, float]:
+    """The bounds as the table they were read from (run.json keeps it so)."""
+    return {b.key: b.ms for b in bounds}
+
+
+def parse_slo_args(values: Sequence[str]) -> tuple[SloBound, ...]:
+    """`report --slo ttft_p99_ms=2000 --slo tpot_p99_ms=50` (or comma-separated): the
+    bounds, checked as a spec's are."""
+    table: dict[str, object] = {}
+    for item in (v.strip() for value in values for v in value.split(",") if v.strip()):
+        key, sep, text = item.partition("=")
+        try:
+            table[key.strip()] = float(text) if sep else text
+        except ValueError:
+            table[key.strip()] = text
+    p = Problems()
+    bounds = parse_slo(table, "--slo", p)
+    if p:
+        raise UsageError("; ".join(p.items) + "; e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
+    return bounds
 
 
 def parse_fail_on(values: Sequence[str]) -> tuple[str, ...]:

@@ -1,0 +1,122 @@
+"""The frontier's words and its table, for matrix.md and matrix.html alike: the SLO as
+a reader says it, one row per cell and load, one sentence per cell that gives the
+headline's verdict and the SLO's together (a cell can be faster at the headline and
+slower at the SLO)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stackmatrix.report import _fmt
+from stackmatrix.report.frontier import CellFrontier, FrontierPoint, Load, per_gpu
+from stackmatrix.report.stats import Comparison
+from stackmatrix.spec_model import SloBound
+
+TITLE = "SLO, goodput and the frontier"
+NOTE = (
+    "Every load measured in the headline's launches, by concurrency: the server's output "
+    "tok/s (and per GPU where a cell holds several) and the per-user tok/s (the median "
+    "request's 1 / TPOT), each the median of launches with its interval."
+)
+SLO_NOTE = (
+    "Goodput counts the requests whose own latencies are all within the SLO's bounds, per "
+    "second of the round; attainment is their share of the requests sent; the SLO is met "
+    "where the load's percentiles (medians of launches) are within its bounds, and the "
+    "launches where each one's own are."
+)
+_KIND = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
+_VERSUS = {"higher": "faster", "lower": "slower", "same": "the same"}
+
+
+def bound_label(bound: SloBound) -> str:
+    """`TTFT p99 ≤ 2000 ms`."""
+    return f"{_KIND[bound.kind]} p{bound.percentile} ≤ {bound.ms:g} ms"
+
+
+def slo_text(bounds: Sequence[SloBound]) -> str:
+    return ", ".join(bound_label(b) for b in bounds)
+
+
+def header(bounds: Sequence[SloBound], conf: str) -> list[str]:
+    head = ["cell", "load", f"output tok/s ({conf} CI)", f"per-user tok/s ({conf} CI)"]
+    if not bounds:
+        return head
+    slo = [f"{_KIND[b.kind]} p{b.percentile} ms" for b in bounds]
+    return [*head, f"goodput req/s ({conf} CI)", "attainment", *slo, "SLO met"]
+
+
+def rows(frontiers: Sequence[CellFrontier], bounds: Sequence[SloBound]) -> list[list[str]]:
+    return [_row(f, p, bounds) for f in frontiers for p in f.points]
+
+
+def _row(f: CellFrontier, p: FrontierPoint, bounds: Sequence[SloBound]) -> list[str]:
+    out = [f.cell, load_text(p.load), _throughput(p, f.gpus), _fmt.interval_text(p.per_user)]
+    if not bounds:
+        return out
+    figures = [_fmt.number(p.figures.get(b.key)) for b in bounds]
+    attained = "—" if p.attainment is None else f"{p.attainment:.0%}"
+    return [*out, _fmt.interval_text(p.goodput), attained, *figures, _met(p)]
+
+
+def load_text(load: Load) -> str:
+    if load.max_concurrency is None:
+        return load.name
+    return f"{load.name} (c={load.max_concurrency})"
+
+
+def _throughput(p: FrontierPoint, gpus: int) -> str:
+    text = _fmt.interval_text(p.throughput)
+    shared = per_gpu(p.throughput, gpus) if gpus > 1 else None
+    return text if shared is None else f"{text}; {_fmt.number(shared.median)} per GPU"
+
+
+def _met(p: FrontierPoint) -> str:
+    if p.slo_met is None:
+        return "—"
+    return f"{'yes' if p.slo_met else 'no'}, {p.met_launches}/{p.launches} launches"
+
+
+def sentence(
+    mine: CellFrontier,
+    base: CellFrontier | None,
+    *,
+    headline: Comparison | None,
+    metric: str,
+    baseline: str,
+) -> str:
+    """The cell's headline verdict and its verdicts at the SLO, in one sentence."""
+    if base is None or mine is base or mine.versus is None:
+        return f"{mine.cell} (baseline) meets the SLO in every launch {_upto(mine.largest)}."
+    verdict = headline.verdict.value if headline is not None else "not measured"
+    at = "at the headline load"
+    if headline is not None and headline.ratio is not None:
+        at += f" ({_fmt.ratio_text(headline)} {_fmt.metric_label(metric)})"
+    return (
+        f"{mine.cell} is {verdict} {at} {_at_slo(mine, base, verdict, baseline)}{_goodput(mine)}."
+    )
+
+
+def _at_slo(mine: CellFrontier, base: CellFrontier, verdict: str, baseline: str) -> str:
+    said = _VERSUS.get(mine.versus or "")
+    joined = "but" if {verdict, said} == {"faster", "slower"} else "and"
+    if said is None:
+        return (
+            f"{joined} neither it nor the baseline {baseline} meets the SLO in every launch "
+            "at any load"
+        )
+    return (
+        f"{joined} {said} at the SLO: it meets the SLO in every launch {_upto(mine.largest)}, "
+        f"the baseline {baseline} {_upto(base.largest)}"
+    )
+
+
+def _upto(load: Load | None) -> str:
+    return "at none of its loads" if load is None else f"up to {load.label()}"
+
+
+def _goodput(mine: CellFrontier) -> str:
+    g = mine.goodput
+    if g is None:
+        return "; its goodput at the headline load was not measured"
+    why = _fmt.ratio_text(g) if g.ratio is not None else g.reason
+    return f"; its goodput at the headline load is {g.verdict.value} ({why})"
