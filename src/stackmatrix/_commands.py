@@ -98,6 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.info(f"\nresults: {summary.run_dir}")
     for cell, phases in summary.statuses.items():
         console.info(f"  {cell:<20} " + "  ".join(f"{k}={v}" for k, v in phases.items()))
+    _print_verdicts(console, summary.run_dir)
     _print_noise(console, summary.run_dir, spec)
     if spec.report.explain and "report" in opts.phases:
         from stackmatrix.explain.command import explain_after_run
@@ -111,6 +112,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.policy_failures:
         raise PolicyFailure("--fail-on matched: " + "; ".join(summary.policy_failures))
     return 0
+
+
+def _print_verdicts(console: Console, run_dir: Path) -> None:
+    """Each cell's verdict, why, and what sets it apart from the baseline (matrix.json),
+    so the first screen of a run says what the report decided."""
+    matrix = run_dir / layout.REPORT_JSON
+    if not matrix.exists():
+        return
+    doc = json.loads(matrix.read_text(encoding="utf-8"))
+    cells = [c for c in doc.get("cells", []) if isinstance(c, dict) and not c.get("is_baseline")]
+    if not cells:
+        return
+    console.info(f"verdicts against {doc.get('baseline')}:")
+    for c in cells:
+        console.info(f"  {c.get('id')!s:<20} {c.get('verdict')}: {c.get('reason')}")
+        if c.get("set_apart"):
+            console.info(f"  {'':<20} {c['set_apart']}")
 
 
 def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:

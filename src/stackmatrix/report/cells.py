@@ -12,6 +12,7 @@ from typing import TypeGuard
 from stackmatrix import engine_registry, layout
 from stackmatrix.records import check_verdict
 from stackmatrix.report import config_drift as drift_mod
+from stackmatrix.report.apart import set_apart
 from stackmatrix.report.compat_why import compat_why, finding_order
 from stackmatrix.report.load import CellResults, RunResults, read_requests
 from stackmatrix.report.mapped import live_mapped
@@ -59,6 +60,7 @@ def cell_report(
         summary=dict(cell.bench.summary or {}),
         comparison=comparison,
         drift=drift,
+        set_apart=None if cell.id == results.baseline else set_apart(drift, results.baseline),
         distributions=_distributions(cell),
         versions=_versions(cell),
         mapped=live_mapped(cell, tuple(f for group in findings.values() for f in group)),

@@ -130,6 +130,8 @@ class CellReport:
     why: CompatWhy | None = None  # the deciding findings of a "warnings"/"incompatible" check
     # every load of its launches, goodput and the SLO's verdicts (report/frontier.py)
     frontier: CellFrontier | None = None
+    # what sets it apart from the baseline, one sentence (report/apart.py)
+    set_apart: str | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -170,6 +172,7 @@ class CellReport:
             "targets": plain(self.targets),
             "verdict": self.verdict.value,
             "reason": self.reason,
+            "set_apart": self.set_apart,
             "headline": self.headline.to_dict() if self.headline else None,
             "launches": [launch.to_dict() for launch in self.launches],
             "warmup_launches": [launch.to_dict() for launch in self.warmup_launches],

@@ -245,7 +245,9 @@ def _diff_rows(diffs: Sequence[Difference], *, numbered: bool) -> list[list[str]
 
 def _verdicts(report: MatrixReport) -> str:
     items = [
-        f"<li><b>{esc(c.id)}</b>: {_verdict_badge(c)} {esc(c.reason)}</li>"
+        f"<li><b>{esc(c.id)}</b>: {_verdict_badge(c)} {esc(c.reason)}"
+        + (f"; {esc(c.set_apart)}" if c.set_apart else "")
+        + "</li>"
         for c in report.cells
         if not c.is_baseline
     ]

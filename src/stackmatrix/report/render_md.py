@@ -326,7 +326,8 @@ def _verdicts(report: MatrixReport) -> str:
     for c in report.cells:
         if c.is_baseline:
             continue
-        lines.append(f"- **{_md_text(c.id)}**: {c.verdict.value} — {_esc(c.reason)}")
+        apart = f"; {_esc(c.set_apart)}" if c.set_apart else ""
+        lines.append(f"- **{_md_text(c.id)}**: {c.verdict.value} — {_esc(c.reason)}{apart}")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
