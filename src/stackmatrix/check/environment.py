@@ -27,6 +27,7 @@ from stackmatrix.check.importpath import import_path
 from stackmatrix.check.inventory import Inventory, read_inventory
 from stackmatrix.check.jitcuda import jit_cache_findings
 from stackmatrix.check.missinglibs import Userland
+from stackmatrix.check.nvccarch import arch_findings
 from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
@@ -90,6 +91,10 @@ def check_environment(
         installed=[d.name for d in inventory.distributions], cell=cell_id,
     )  # fmt: skip
     findings += nvcc_found
+    installed = {d.name: d.version for d in inventory.distributions}
+    found_nvcc = nvcc.Nvcc.from_dict(data["nvcc"]["found"])
+    data["nvcc"]["targets"], arch_found = arch_findings(found_nvcc, targets, installed, cell_id)
+    findings += arch_found
     data["driver"] = drv
     data["import_path"] = [str(p) for p in site]
     data["probe"] = None
