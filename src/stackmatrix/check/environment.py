@@ -28,6 +28,7 @@ from stackmatrix.check.inventory import Inventory, read_inventory
 from stackmatrix.check.jitcuda import jit_cache_findings
 from stackmatrix.check.missinglibs import Userland
 from stackmatrix.check.nvccarch import arch_findings
+from stackmatrix.check.nvccheaders import headers_check
 from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
@@ -95,6 +96,10 @@ def check_environment(
     found_nvcc = nvcc.Nvcc.from_dict(data["nvcc"]["found"])
     data["nvcc"]["targets"], arch_found = arch_findings(found_nvcc, targets, installed, cell_id)
     findings += arch_found
+    data["nvcc"]["headers"], header_found = headers_check(
+        environment.root, found_nvcc, site, environment.env, installed=installed, cell=cell_id
+    )
+    findings += header_found
     data["driver"] = drv
     data["import_path"] = [str(p) for p in site]
     data["probe"] = None

@@ -10,38 +10,17 @@ executables built by gcc that carry nvcc's version banner, as nvcc does.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from tests.support.nvccbin import gcc_nvcc
 
 from stackmatrix.build.base import Environment
 from stackmatrix.check import nvcc, nvccarch
 from stackmatrix.check.coverage import parse_target
 from stackmatrix.check.phase import check_environment
 from stackmatrix.findings import Severity
-
-GCC = shutil.which("gcc")  # looked up before a test empties PATH
-_GCC_ENV = {**os.environ}  # gcc runs `as` and `ld` from PATH
-
-
-def gcc_nvcc(path: Path, release: str, version: str) -> Path:
-    """An executable built by gcc whose .rodata holds nvcc's banner."""
-    if GCC is None:
-        pytest.fail("gcc is required for these tests: install gcc")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    src = path.parent / "nvcc.c"
-    src.write_text(
-        "#include <stdio.h>\n"
-        f'static const char banner[] = "nvcc: NVIDIA (R) Cuda compiler driver\\n'
-        f'Cuda compilation tools, release {release}, V{version}\\n";\n'
-        "int main(void) { fputs(banner, stdout); return 0; }\n"
-    )
-    subprocess.run([GCC, "-O1", "-o", str(path), str(src)], check=True, env=_GCC_ENV)
-    src.unlink()
-    return path
 
 
 def _site(tmp_path: Path, torch_cuda: str = "13.0", flashinfer: str | None = "0.6.18") -> Path:
