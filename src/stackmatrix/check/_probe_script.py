@@ -356,6 +356,9 @@ def probe_serving(entry: list[str], model_load: list[str]) -> dict[str, Any]:
     return {
         "modules": attempts,
         "imported": imported,
+        # top-level packages the serving imports brought in, mapped files or not (a pure
+        # Python import such as flashinfer's loads its kernels later)
+        "packages": sorted({name.split(".", 1)[0] for name in list(sys.modules)}),
         "loaded_libraries": loaded[:MAX_LOADED_LIBRARIES],
         "truncated": len(loaded) > MAX_LOADED_LIBRARIES,
     }
