@@ -33,7 +33,7 @@ _CONTEXT = "the docker build context (build/_docker_context.py), not the results
 _ENV = "a venv cell's own directory under the work directory, not the results"
 _CACHE = "the static-scan cache under the work directory, not the results"
 _COMPAT_FILES = ("loaders.toml", "cuda_driver.toml", "known_bad.toml", "features.toml",
-                 "switches.toml", "system_libs.toml")  # fmt: skip
+                 "switches.toml", "system_libs.toml", "nvcc_arch.toml")  # fmt: skip
 
 NOT_RESULTS: dict[str, dict[str, str]] = {
     "_datadir.py": {"loaders.toml": _COMPAT},
@@ -43,6 +43,7 @@ NOT_RESULTS: dict[str, dict[str, str]] = {
     "check/driver.py": {"cuda_driver.toml": _COMPAT},
     "check/environment.py": {"known_bad.toml": _COMPAT},
     "check/features.py": {"features.toml": _COMPAT},
+    "check/nvccarch.py": {"nvcc_arch.toml": _COMPAT},
     "check/missinglibs.py": {"system_libs.toml": _COMPAT, "compat/system_libs.toml": _COMPAT},
     "check/samever.py": {"known_bad.toml": _COMPAT},
     "explain/derive.py": {"switches.toml": _COMPAT},

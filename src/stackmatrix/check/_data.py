@@ -12,7 +12,7 @@ from stackmatrix.errors import StackmatrixError
 
 _FILES = (
     "loaders.toml", "cuda_driver.toml", "known_bad.toml", "features.toml", "switches.toml",
-    "system_libs.toml",
+    "system_libs.toml", "nvcc_arch.toml",
 )  # fmt: skip
 
 

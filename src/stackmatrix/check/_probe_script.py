@@ -334,6 +334,13 @@ def mapped_libraries(maps: str) -> list[str]:
     return sorted(found)
 
 
+def _packages() -> list[str]:
+    """Top-level packages in sys.modules, the standard library's left out."""
+    stdlib = set(getattr(sys, "stdlib_module_names", ()))
+    tops = {name.split(".", 1)[0] for name in list(sys.modules)}
+    return sorted(t for t in tops if t not in stdlib and not t.startswith("_"))
+
+
 def probe_serving(entry: list[str], model_load: list[str]) -> dict[str, Any]:
     """Import the serving path (the first entry module that imports, then what model
     loading imports), before anything else of this probe, and read which shared objects
@@ -356,6 +363,9 @@ def probe_serving(entry: list[str], model_load: list[str]) -> dict[str, Any]:
     return {
         "modules": attempts,
         "imported": imported,
+        # top-level packages the serving imports brought in, mapped files or not (a pure
+        # Python import such as flashinfer's loads its kernels later)
+        "packages": _packages(),
         "loaded_libraries": loaded[:MAX_LOADED_LIBRARIES],
         "truncated": len(loaded) > MAX_LOADED_LIBRARIES,
     }

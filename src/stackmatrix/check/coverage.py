@@ -169,6 +169,28 @@ def optional_feature(relpath: str, rules: Sequence[OptionalRule]) -> str | None:
     return next((r.feature for r in rules if r.matches(relpath)), None)
 
 
+class LoadLaterRule(NamedTuple):
+    """Files a package loads after its import, from a directory its import does not map
+    (compat/loaders.toml [[load_later]]): on the serving path once `after` is imported."""
+
+    glob: str  # relative to site-packages
+    after: str  # a top-level import package
+    source: str = ""
+
+    def matches(self, relpath: str) -> bool:
+        return fnmatch(relpath, self.glob)
+
+
+def load_later_rules(raw: dict[str, Any] | None = None) -> tuple[LoadLaterRule, ...]:
+    data = raw if raw is not None else _data.load("loaders.toml")
+    return tuple(
+        LoadLaterRule(
+            glob=str(item["glob"]), after=str(item["after"]), source=str(item.get("source", ""))
+        )
+        for item in data.get("load_later", [])
+    )
+
+
 class CudaVariantRule(NamedTuple):
     """Files of which a package loads only the build for torch's CUDA major
     (compat/loaders.toml [[cuda_variant]]): `glob` (relative to site-packages) names

@@ -27,6 +27,8 @@ from stackmatrix.check.importpath import import_path
 from stackmatrix.check.inventory import Inventory, read_inventory
 from stackmatrix.check.jitcuda import jit_cache_findings
 from stackmatrix.check.missinglibs import Userland
+from stackmatrix.check.nvccarch import arch_findings
+from stackmatrix.check.nvccheaders import headers_check
 from stackmatrix.check.samever import same_version_findings
 from stackmatrix.check.scancache import ScanCache, StaticScan
 from stackmatrix.check.static import CheckOutcome, static_check, verdict_of
@@ -90,6 +92,14 @@ def check_environment(
         installed=[d.name for d in inventory.distributions], cell=cell_id,
     )  # fmt: skip
     findings += nvcc_found
+    installed = {d.name: d.version for d in inventory.distributions}
+    found_nvcc = nvcc.Nvcc.from_dict(data["nvcc"]["found"])
+    data["nvcc"]["targets"], arch_found = arch_findings(found_nvcc, targets, installed, cell_id)
+    findings += arch_found
+    data["nvcc"]["headers"], header_found = headers_check(
+        environment.root, found_nvcc, site, environment.env, installed=installed, cell=cell_id
+    )
+    findings += header_found
     data["driver"] = drv
     data["import_path"] = [str(p) for p in site]
     data["probe"] = None
@@ -170,17 +180,32 @@ def _serving_path(
     """Mark the findings about files the server does not load (relevance.py) and record
     what was judged: `data["serving_path"]`, with each target's loaded-only coverage."""
     loaded = relevance.loaded_set(data.get("probe"), root)
-    latent = relevance.latent_files(data.get("extensions", []), site, loaded)
+    extensions = data.get("extensions", [])
+    added = relevance.load_later_files(extensions, site, loaded, data.get("targets", []))
+    latent = relevance.latent_files(extensions, site, loaded, added)
     data["serving_path"] = {
         "known": loaded is not None,
         "module": loaded.module if loaded is not None else None,
         "judged_on": probe.judged_on(data.get("probe")) if loaded is not None else None,
+        "added": dict(sorted(added.items())),
+        "judged_on_note": _judged_on_note(loaded, added),
         "latent": sorted(latent),
         "target_summary": relevance.serving_summary(
             data.get("coverage", {}), data.get("optional", {}), latent
         ),
     }
     return relevance.mark_latent(findings, latent)
+
+
+def _judged_on_note(loaded: relevance.LoadedSet | None, added: dict[str, str]) -> str | None:
+    """What the serving path was judged on, in words: the probe's mapped set plus the
+    files the rules add."""
+    if loaded is None:
+        return None
+    rules = sorted({why.split(":", 1)[0] for why in added.values()})
+    n = len(added)
+    extra = f" plus {n} file{'s' if n != 1 else ''} by {' and '.join(rules)}" if n else ""
+    return f"judged on the files mapped by the probe's import of {loaded.module}{extra}"
 
 
 def _known_bad(inventory: Inventory, cell: str | None) -> list[Finding]:

@@ -53,6 +53,13 @@ class Nvcc:
         return {"path": self.path, "release": self.release, "version": self.version,
                 "source": self.source}  # fmt: skip
 
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> Nvcc | None:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("path"), str):
+            return None
+        return cls(path=raw["path"], release=raw.get("release"), version=raw.get("version"),
+                   source=str(raw.get("source", "unknown")))  # fmt: skip
+
 
 def resolve(root: Path, path: str) -> Path | None:
     """`path` of the environment as a host path, every symlink on the way followed

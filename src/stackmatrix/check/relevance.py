@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -40,6 +40,7 @@ class LoadedSet(NamedTuple):
     paths: frozenset[str]
     failed_packages: frozenset[str]  # top-level packages whose serving import failed
     module: str
+    imported_packages: frozenset[str] = frozenset()  # top-level packages imported fine
 
     def loads(self, path: Path) -> bool:
         ident = _identity(path)
@@ -65,17 +66,26 @@ def loaded_set(probe_data: Mapping[str, Any] | None, root: Path) -> LoadedSet | 
     if not serving.get("imported") or serving.get("truncated"):
         return None
     files = [libs.in_root(root, p) for p in loaded if isinstance(p, str)]
-    failed = {
-        str(a.get("module", "")).split(".", 1)[0]
-        for a in serving.get("modules", [])
-        if isinstance(a, dict) and not a.get("ok") and not absent(a)
-    }
+    attempts = [a for a in serving.get("modules", []) if isinstance(a, dict)]
+    failed = {_top(a) for a in attempts if not a.get("ok") and not absent(a)}
     return LoadedSet(
         identities=frozenset(i for f in files if (i := _identity(f)) is not None),
         paths=frozenset(os.path.realpath(f) for f in files),
         failed_packages=frozenset(failed - {""}),
         module=str(serving["imported"]),
+        imported_packages=frozenset(
+            ({_top(a) for a in attempts if a.get("ok")} | set(_names(serving.get("packages"))))
+            - {""}
+        ),
     )
+
+
+def _names(raw: Any) -> list[str]:
+    return [n for n in raw if isinstance(n, str)] if isinstance(raw, list) else []
+
+
+def _top(attempt: Mapping[str, Any]) -> str:
+    return str(attempt.get("module", "")).split(".", 1)[0]
 
 
 def absent(attempt: Mapping[str, Any]) -> bool:
@@ -95,18 +105,97 @@ def absent(attempt: Mapping[str, Any]) -> bool:
 
 
 def latent_files(
-    extensions: Iterable[Mapping[str, Any]], site: Sequence[Path], loaded: LoadedSet | None
+    extensions: Iterable[Mapping[str, Any]],
+    site: Sequence[Path],
+    loaded: LoadedSet | None,
+    added: Collection[str] = (),
 ) -> dict[str, Path]:
-    """relpath -> host path of each extension of the import path the server does not load."""
+    """relpath -> host path of each extension of the import path the server does not
+    load; `added` (relpaths the server loads later, `load_later_files`) never is."""
     if loaded is None:
         return {}
     out: dict[str, Path] = {}
     for ext in extensions:
         path = Path(str(ext.get("path", "")))
         rel = str(ext.get("relpath", ""))
-        if rel and _latent(path, site, loaded):
+        if rel and rel not in added and _latent(path, site, loaded):
             out[rel] = path
     return out
+
+
+def imported(loaded: LoadedSet, site: Sequence[Path]) -> set[str]:
+    """Top-level packages the probe imported: a serving import that worked, or a file of
+    the package among the mapped ones."""
+    tops = set(loaded.imported_packages)
+    for sp in site:
+        prefix = os.path.realpath(sp) + os.sep
+        for p in loaded.paths:
+            if p.startswith(prefix):
+                tops.add(p[len(prefix) :].split(os.sep, 1)[0].removesuffix(".so").split(".")[0])
+    return tops
+
+
+def load_later_files(
+    extensions: Iterable[Mapping[str, Any]],
+    site: Sequence[Path],
+    loaded: LoadedSet | None,
+    targets: Sequence[str],
+    *,
+    loaders: Sequence[coverage.LoaderRule] | None = None,
+    later: Sequence[coverage.LoadLaterRule] | None = None,
+) -> dict[str, str]:
+    """relpath -> the rule by which the server loads a file the probe did not map.
+
+    A loader rule's variant that the loader picks for one of the cell's targets (on a
+    machine without a GPU the probe's import picks the fallback: sgl_kernel's
+    sm100/common_ops, while an sm_90 target loads sm90/common_ops), once its package was
+    imported; a `[[load_later]]` file (flashinfer's prebuilt JIT modules) once the
+    package that loads it was."""
+    if loaded is None:
+        return {}
+    loaders = coverage.loader_rules() if loaders is None else loaders
+    later = coverage.load_later_rules() if later is None else later
+    parsed = [t for t in (_target(x) for x in targets) if t is not None]
+    tops = imported(loaded, site)
+    out: dict[str, str] = {}
+    for ext in extensions:
+        rel = str(ext.get("relpath", ""))
+        if not rel or loaded.loads(Path(str(ext.get("path", "")))):
+            continue  # mapped already: on the serving path without a rule
+        why = _loader_reason(rel, parsed, tops, loaders) or _later_reason(rel, tops, later)
+        if why is not None:
+            out[rel] = why
+    return out
+
+
+def _target(text: str) -> coverage.Target | None:
+    try:
+        return coverage.parse_target(text)
+    except ValueError:
+        return None
+
+
+def _loader_reason(
+    rel: str,
+    targets: Sequence[coverage.Target],
+    tops: Collection[str],
+    loaders: Sequence[coverage.LoaderRule],
+) -> str | None:
+    for rule in loaders:
+        variant = rule.variant_of(rel)
+        if variant is None or rule.package not in tops:
+            continue
+        on = [t.name for t in targets if rule.selected(t) == variant]
+        if on:
+            return f"loader rule: {rule.package} loads {variant.glob} on {', '.join(on)}"
+    return None
+
+
+def _later_reason(
+    rel: str, tops: Collection[str], later: Sequence[coverage.LoadLaterRule]
+) -> str | None:
+    rule = next((r for r in later if r.after in tops and r.matches(rel)), None)
+    return None if rule is None else f"load-later rule: {rule.after} loads {rule.glob}"
 
 
 def _latent(path: Path, site: Sequence[Path], loaded: LoadedSet) -> bool:
