@@ -104,8 +104,14 @@ def _at_slo(mine: CellFrontier, base: CellFrontier, verdict: str, baseline: str)
             f"{joined} neither it nor the baseline {baseline} meets the SLO in every launch "
             "at any load"
         )
+    return f"{joined} {said} at the SLO: {largest_text(mine, base, baseline)}"
+
+
+def largest_text(mine: CellFrontier, base: CellFrontier, baseline: str) -> str:
+    """`it meets the SLO in every launch up to c2 (concurrency 2), the baseline a up to
+    c4 (concurrency 4)`."""
     return (
-        f"{joined} {said} at the SLO: it meets the SLO in every launch {_upto(mine.largest)}, "
+        f"it meets the SLO in every launch {_upto(mine.largest)}, "
         f"the baseline {baseline} {_upto(base.largest)}"
     )
 
