@@ -19,6 +19,18 @@ if TYPE_CHECKING:
 # Each command imports what it needs when it runs: `inspect` and `--help` do not pay for
 # the pipeline, the spec parser or the report.
 ALL_PHASES = PIPELINE_PHASES
+_FAIL_ON_MEANING = {
+    "incompatible": "a cell's check verdict is incompatible",
+    "regression": "slower than the baseline on the headline metric",
+    "failed": "a phase failed, was interrupted or is unreadable",
+    "goodput-regression": "goodput at the headline load (requests within the SLO per second) "
+    "slower than the baseline's",
+    "slo-load-regression": "the largest load that meets the SLO in every launch is below the "
+    "baseline's",
+}
+FAIL_ON_HELP = "comma-separated; exit 5 when one matches: " + "; ".join(
+    f"{name}: {_FAIL_ON_MEANING[name]}" for name in FAIL_ON
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,7 +160,7 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     r = sub.add_parser("report", help="render the report of a results directory")
     r.add_argument("results", type=Path)
-    r.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
+    r.add_argument("--fail-on", default="", help=FAIL_ON_HELP)
     r.add_argument("--history", type=Path, default=None, help="SQLite history file")
     r.add_argument(
         "--headline",
@@ -223,7 +235,7 @@ def _run_args(sp: argparse.ArgumentParser) -> None:
         help="override every cell's backend",
     )
     sp.add_argument("--order", choices=ORDERS, default=None)
-    sp.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
+    sp.add_argument("--fail-on", default="", help=FAIL_ON_HELP)
 
 
 def _positive_int(text: str) -> int:
@@ -290,7 +302,7 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     mg.add_argument("pieces", type=Path, nargs="+")
     mg.add_argument("--output", type=Path, required=True)
     mg.add_argument("--history", type=Path, default=None, help="SQLite history file")
-    mg.add_argument("--fail-on", default="", help=",".join(FAIL_ON))
+    mg.add_argument("--fail-on", default="", help=FAIL_ON_HELP)
     mg.set_defaults(func=_commands.cmd_merge)
 
 

@@ -14,6 +14,7 @@ from stackmatrix.spec_names import FAIL_ON as FAIL_ON
 from stackmatrix.spec_names import METRICS as METRICS
 from stackmatrix.spec_names import ORDERS as ORDERS
 from stackmatrix.spec_names import PIPELINE_PHASES as PIPELINE_PHASES
+from stackmatrix.spec_names import SLO_FAIL_ON as SLO_FAIL_ON
 from stackmatrix.spec_names import SLO_KEYS as SLO_KEYS
 
 Backend = Literal["venv", "current", "docker"]
@@ -147,7 +148,7 @@ class ReportPolicy:
     headline: str = "output_throughput"
     confidence: float = 0.95
     min_effect: float = 0.02  # the equivalence margin: changes within +-min_effect are "equivalent"
-    fail_on: tuple[str, ...] = ()  # "incompatible", "regression", "failed"
+    fail_on: tuple[str, ...] = ()  # of FAIL_ON: "incompatible", "regression", "failed", ...
     explain: bool = False  # `run` explains every slower or faster cell (stackmatrix explain)
     explain_rounds: int = 4  # at most this many measuring rounds per explained cell
     # with explain: only these cells, when slower or faster (empty: every such cell)

@@ -11,7 +11,15 @@ BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
 ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
 ORDERS: tuple[str, ...] = ("balanced", "interleaved", "sequential", "random")
 EXECUTORS: tuple[str, ...] = ("local", "slurm")  # where launches run: this host, Slurm jobs
-FAIL_ON: tuple[str, ...] = ("incompatible", "regression", "failed")  # --fail-on, report.fail_on
+# --fail-on, report.fail_on; the last two judge a cell at the SLO ([report] slo)
+FAIL_ON: tuple[str, ...] = (
+    "incompatible",
+    "regression",
+    "failed",
+    "goodput-regression",
+    "slo-load-regression",
+)
+SLO_FAIL_ON: tuple[str, ...] = ("goodput-regression", "slo-load-regression")
 PIPELINE_PHASES: tuple[str, ...] = ("build", "check", "bench", "report")  # in their order
 METRICS: tuple[str, ...] = (
     "output_throughput",

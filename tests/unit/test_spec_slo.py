@@ -81,6 +81,19 @@ def test_an_slo_that_is_no_table_or_an_empty_one_is_refused() -> None:
     ]
 
 
+def test_fail_on_at_the_slo_needs_an_slo_in_the_spec() -> None:
+    policy = {"fail_on": ["regression", "goodput-regression", "slo-load-regression"]}
+    with pytest.raises(SpecError) as info:
+        parse_spec(_raw(policy))
+    assert info.value.problems == [
+        f"report.fail_on[{i}]: {name!r} judges cells at the SLO, and [report] sets none: add "
+        f"slo = {{ ttft_p99_ms = 2000, tpot_p99_ms = 50 }} or leave {name!r} out"
+        for i, name in ((1, "goodput-regression"), (2, "slo-load-regression"))
+    ]
+    spec = parse_spec(_raw({**policy, "slo": {"ttft_p99_ms": 2000}}))
+    assert spec.report.fail_on == tuple(policy["fail_on"])
+
+
 def test_a_misspelt_report_key_suggests_slo() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec(_raw({"sol": {"ttft_p99_ms": 1}}))

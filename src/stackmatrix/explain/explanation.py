@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from stackmatrix.explain.context import ExplainContext
 from stackmatrix.explain.derive import Change, Derived
 from stackmatrix.explain.search import Effect, SearchResult
-from stackmatrix.explain.text import sentences
+from stackmatrix.explain.text import sentences, slo_sentence
 from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.model import ColdStart
@@ -119,6 +119,7 @@ def explanation(
             ),
             *_cold_sentences(rounds),
             *_unfinished_sentences(rounds),
+            *[said for said in [slo_sentence(ctx.spec.report.slo, ctx.metric)] if said],
         ],
     }
 

@@ -44,7 +44,9 @@ def derived_spec(
     for cid, group in zip(ids, groups, strict=True):
         cells.append(_round_cell(ctx, _reverted(cand, group), cid))
     policy = run.report
-    # a round judges the headline metric only, and explains nothing itself
+    # a round judges the headline metric only, and explains nothing itself; no SLO
+    # either: this spec's text is what a kept round is resumed by, and a changed SLO
+    # must not refuse rounds it did not change (the explanation says so: text.py)
     report = ReportPolicy(
         headline=policy.headline, confidence=policy.confidence, min_effect=policy.min_effect
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from stackmatrix.explain.derive import Change
 from stackmatrix.explain.search import Effect, Outcome, SearchResult
-from stackmatrix.report._fmt import ratio_text
+from stackmatrix.report._fmt import metric_label, ratio_text
 from stackmatrix.report.stats import Verdict
+from stackmatrix.spec_model import SloBound
 
 
 def sentences(cell: str, baseline: str, result: SearchResult[Change]) -> list[str]:
@@ -88,3 +91,17 @@ def _undecided_sentence(effect: Effect[Change], moved: str) -> str:
             f"{cand.ratio_of_medians:.3f}x the candidate's"
         )
     return f"{_names(effect)}: undecided, too few launches for an interval{medians}."
+
+
+def slo_sentence(bounds: Sequence[SloBound], metric: str) -> str | None:
+    """Where the run judges an SLO: that the rounds do not. A round's spec has no load
+    points and no SLO (the round spec is what a kept round is resumed by, and an SLO
+    re-measures nothing), and the search decides on the headline metric alone."""
+    if not bounds:
+        return None
+    slo = ", ".join(f"{b.key} = {b.ms:g}" for b in bounds)
+    return (
+        f"The run's SLO ({slo}) is not judged in these rounds: each is judged on "
+        f"{metric_label(metric)} at the headline load only, with no load points and no "
+        "goodput, so this explains the headline's verdict, not the SLO's."
+    )

@@ -14,7 +14,8 @@ from stackmatrix.spec_model import SloBound
 
 TITLE = "SLO, goodput and the frontier"
 NOTE = (
-    "Every load measured in the headline's launches, by concurrency: the server's output "
+    "Every load measured in the headline's launches, in the order of their load (by request "
+    "rate where a load has one, then by concurrency): the server's output "
     "tok/s (and per GPU where a cell holds several) and the per-user tok/s (the median "
     "request's 1 / TPOT), each the median of launches with its interval."
 )
@@ -59,9 +60,29 @@ def _row(f: CellFrontier, p: FrontierPoint, bounds: Sequence[SloBound]) -> list[
 
 
 def load_text(load: Load) -> str:
-    if load.max_concurrency is None:
-        return load.name
-    return f"{load.name} (c={load.max_concurrency})"
+    """`c4 (c=4)`, `r2 (rate 2/s, c=4)`."""
+    said = load.described("c=")
+    return f"{load.name} ({said})" if said else load.name
+
+
+def order_note(loads: Sequence[Load]) -> str | None:
+    """Where a load comes before one of a lower concurrency (by its rate), which offers
+    the server more load is not known: the note says so, and that the largest load
+    within the SLO follows this order. None where concurrency never falls along it."""
+    pairs = [
+        (a, b)
+        for i, a in enumerate(loads)
+        for b in loads[i + 1 :]
+        if (a.max_concurrency or 0) > (b.max_concurrency or 0)
+    ]
+    if not pairs:
+        return None
+    a, b = pairs[0]
+    return (
+        f"These loads mix request rates and concurrencies: {a.label()} comes before "
+        f"{b.label()} by its rate, though either may offer the server more load; the "
+        "largest load within the SLO is the last one met in this order."
+    )
 
 
 def _throughput(p: FrontierPoint, gpus: int) -> str:
@@ -104,8 +125,14 @@ def _at_slo(mine: CellFrontier, base: CellFrontier, verdict: str, baseline: str)
             f"{joined} neither it nor the baseline {baseline} meets the SLO in every launch "
             "at any load"
         )
+    return f"{joined} {said} at the SLO: {largest_text(mine, base, baseline)}"
+
+
+def largest_text(mine: CellFrontier, base: CellFrontier, baseline: str) -> str:
+    """`it meets the SLO in every launch up to c2 (concurrency 2), the baseline a up to
+    c4 (concurrency 4)`."""
     return (
-        f"{joined} {said} at the SLO: it meets the SLO in every launch {_upto(mine.largest)}, "
+        f"it meets the SLO in every launch {_upto(mine.largest)}, "
         f"the baseline {baseline} {_upto(base.largest)}"
     )
 

@@ -117,6 +117,7 @@ def frontier(report: MatrixReport) -> str:
     parts = [
         f"<h2>{esc(_frontier_text.TITLE)}</h2>",
         f'<p class="muted">{esc(_frontier_text.NOTE)}</p>',
+        *[f"<p>{esc(order)}</p>" for order in [_frontier_text.order_note(report.loads)] if order],
     ]
     if report.slo:
         slo = f"SLO: {_frontier_text.slo_text(report.slo)}."

@@ -44,7 +44,7 @@ class Mark:
 @dataclass(frozen=True, kw_only=True)
 class Curve:
     label: str  # the cell
-    marks: Sequence[Mark]  # by concurrency
+    marks: Sequence[Mark]  # in the loads' order (report/frontier.py order_key)
     dashed: bool = False  # the baseline's
 
 

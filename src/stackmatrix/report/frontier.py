@@ -1,13 +1,14 @@
-"""Each cell's frontier: its loads (the headline workload and every load point, in the
-order of their concurrency), at each the output throughput (per GPU where the cell's
-GPUs are known) and the per-user speed, with their intervals over launches, and, with
-an SLO, goodput and attainment (report/slo.py). Two verdicts against the baseline:
-goodput at the headline load, paired by cycle as the headline is (report/compare.py),
-and the largest load that meets the SLO in every launch.
+"""Each cell's frontier: its loads (the headline workload and every load point, by
+request rate, then by concurrency: `order_key`), at each the output throughput (per GPU
+where the cell's GPUs are known) and the per-user speed, with their intervals over
+launches, and, with an SLO, goodput and attainment (report/slo.py). Two verdicts
+against the baseline: goodput at the headline load, paired by cycle as the headline is
+(report/compare.py), and the largest load that meets the SLO in every launch.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -43,25 +44,44 @@ class Load:
     point: str | None
     max_concurrency: int | None
     num_prompts: int | None
+    # requests per second; None: none, sent as fast as max_concurrency allows (or unknown)
+    request_rate: float | None = None
 
     @property
     def name(self) -> str:
         return HEADLINE if self.point is None else self.point
 
     def label(self) -> str:
-        """`c4 (concurrency 4)`, `the headline load (concurrency 1)`."""
+        """`c4 (concurrency 4)`, `r2 (rate 2/s, concurrency 4)`, `the headline load
+        (concurrency 1)`."""
         name = "the headline load" if self.point is None else self.point
-        return (
-            name if self.max_concurrency is None else f"{name} (concurrency {self.max_concurrency})"
-        )
+        said = self.described("concurrency ")
+        return f"{name} ({said})" if said else name
+
+    def described(self, concurrency: str) -> str:
+        """`rate 2/s, concurrency 4` (`concurrency`: how concurrency is said)."""
+        parts = [] if self.request_rate is None else [f"rate {self.request_rate:g}/s"]
+        if self.max_concurrency is not None:
+            parts.append(f"{concurrency}{self.max_concurrency}")
+        return ", ".join(parts)
 
     def to_dict(self) -> JSONObject:
         return {
             "load": self.name,
             "point": self.point,
             "max_concurrency": self.max_concurrency,
+            "request_rate": self.request_rate,
             "num_prompts": self.num_prompts,
         }
+
+
+def order_key(load: Load) -> tuple[int, float, int]:
+    """Loads with a request rate first, by rate (then concurrency); then those without
+    one, which send as fast as their concurrency allows, by concurrency."""
+    concurrency = load.max_concurrency or 0
+    if load.request_rate is not None:
+        return (0, load.request_rate, concurrency)
+    return (1, float(concurrency), 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,33 +152,75 @@ class CellFrontier:
 
 
 def loads(results: RunResults, points: Mapping[str, PointInfo]) -> tuple[Load, ...]:
-    """The headline's load and every load point's, by concurrency (ties in the spec's
-    order, the headline first)."""
-    head = Load(point=None, **_headline_workload(results.spec_text))
+    """The headline's load and every load point's, in `order_key`'s order (ties in the
+    spec's order, the headline first)."""
+    bench = _spec_bench(results.spec_text)
+    workload = bench.get("workload", {}) if bench is not None else None
+    workload = workload if isinstance(workload, dict) else None
+    head = _headline(workload)
+    rates = _point_rates(bench, workload)
     rest = [
-        Load(point=name, max_concurrency=info.max_concurrency, num_prompts=info.num_prompts)
+        Load(
+            point=name,
+            max_concurrency=info.max_concurrency,
+            num_prompts=info.num_prompts,
+            request_rate=rates.get(name),
+        )
         for name, info in points.items()
     ]
-    return tuple(sorted([head, *rest], key=lambda ld: ld.max_concurrency or 0))
+    return tuple(sorted([head, *rest], key=order_key))
 
 
-def _headline_workload(spec_text: str | None) -> dict[str, int | None]:
-    """max_concurrency and num_prompts of the spec's [bench.workload] (the spec as run,
-    RUN/spec.toml: results of any version have it); None where it cannot be read."""
-    unknown: dict[str, int | None] = {"max_concurrency": None, "num_prompts": None}
+def _spec_bench(spec_text: str | None) -> dict[str, object] | None:
+    """The [bench] table of the spec as run (RUN/spec.toml: results of any version have
+    it, and bench.json records no request rate); None where it cannot be read."""
     try:
         raw = tomllib.loads(spec_text) if spec_text is not None else None
     except tomllib.TOMLDecodeError:
-        return unknown
+        return None
     bench = raw.get("bench") if isinstance(raw, dict) else None
-    workload = bench.get("workload", {}) if isinstance(bench, dict) else None
-    if not isinstance(workload, dict):
-        return unknown
+    return bench if isinstance(bench, dict) else None
+
+
+def _headline(workload: Mapping[str, object] | None) -> Load:
+    """The headline's load: max_concurrency, num_prompts and request_rate of
+    [bench.workload]; None where it cannot be read."""
+    if workload is None:
+        return Load(point=None, max_concurrency=None, num_prompts=None)
     defaults = Workload()
+    return Load(
+        point=None,
+        max_concurrency=integer(workload.get("max_concurrency", defaults.max_concurrency)),
+        num_prompts=integer(workload.get("num_prompts", defaults.num_prompts)),
+        request_rate=_rate(workload.get("request_rate")),
+    )
+
+
+def _point_rates(
+    bench: Mapping[str, object] | None, workload: Mapping[str, object] | None
+) -> dict[str, float | None]:
+    """Each [[bench.points]] entry's request rate, its own or the headline's."""
+    points = bench.get("points") if bench is not None else None
+    if not isinstance(points, list):
+        return {}
+    head = (workload or {}).get("request_rate")
     return {
-        "max_concurrency": integer(workload.get("max_concurrency", defaults.max_concurrency)),
-        "num_prompts": integer(workload.get("num_prompts", defaults.num_prompts)),
+        point["name"]: _rate(point.get("request_rate", head))
+        for point in points
+        if isinstance(point, dict) and isinstance(point.get("name"), str)
     }
+
+
+def _rate(value: object) -> float | None:
+    """A request rate as the spec gives it (a number, or a string such as "inf"); None
+    for none (inf) or one that cannot be read."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        rate = float(value)
+    except ValueError:
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
 
 
 def frontier(

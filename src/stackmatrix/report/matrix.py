@@ -267,8 +267,8 @@ class MatrixReport:
     # the headline load's TTFT/ITL/TPOT percentiles with sample counts (report/latency.py)
     latency: tuple[LatencyRow, ...] = ()
     slo: tuple[SloBound, ...] = ()  # [report] slo (or `report --slo`); empty: none
-    # the frontier's loads, by concurrency: the headline's and the load points' (empty
-    # where there are neither load points nor an SLO)
+    # the frontier's loads, by rate then concurrency: the headline's and the load points'
+    # (empty where there are neither load points nor an SLO)
     loads: tuple[Load, ...] = ()
 
     def cell(self, cell_id: str) -> CellReport:

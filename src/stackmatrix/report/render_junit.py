@@ -8,7 +8,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from stackmatrix import _sanitize
+from stackmatrix.report import _frontier_text
+from stackmatrix.report.frontier import CellFrontier
 from stackmatrix.report.matrix import CellReport, MatrixReport, PhaseSummary
+from stackmatrix.report.policy import baseline_frontier
 from stackmatrix.report.stats import Verdict
 
 # (outcome, message): outcome is "pass", "failure", "error" or "skipped"
@@ -48,6 +51,9 @@ def _cases(report: MatrixReport, cell: CellReport) -> list[_Case]:
     cases += [_target_case(t, cell.targets.get(t, "unknown")) for t in report.targets]
     cases.append(_phase_case(cell.phase("bench")))
     cases.append(_perf_case(report, cell))
+    mine, base = cell.frontier, baseline_frontier(report)
+    if mine is not None and base is not None and mine.slo:
+        cases += [_goodput_case(cell, mine), _largest_case(report, cell, mine, base)]
     return cases
 
 
@@ -97,3 +103,33 @@ def _perf_case(report: MatrixReport, cell: CellReport) -> _Case:
             return (name, "skipped", f"inconclusive: {c.reason if c else ''}")
         case Verdict.NOT_MEASURED:
             return (name, "skipped", "not measured")
+
+
+def _goodput_case(cell: CellReport, mine: CellFrontier) -> _Case:
+    """The goodput verdict at the headline load, failing as `--fail-on goodput-regression`."""
+    name = "slo[goodput]"
+    g = mine.goodput
+    if cell.is_baseline:
+        return (name, "pass", "baseline")
+    if g is None:
+        return (name, "skipped", "goodput at the headline load not measured")
+    match g.verdict:
+        case Verdict.SLOWER:
+            return (name, "failure", f"slower in goodput at the headline load: {g.reason}")
+        case Verdict.INCONCLUSIVE | Verdict.NOT_MEASURED:
+            return (name, "skipped", f"{g.verdict.value}: {g.reason}")
+        case Verdict.FASTER | Verdict.EQUIVALENT | Verdict.BASELINE:
+            return (name, "pass", g.reason)
+
+
+def _largest_case(
+    report: MatrixReport, cell: CellReport, mine: CellFrontier, base: CellFrontier
+) -> _Case:
+    """The largest load within the SLO in every launch against the baseline's, failing
+    as `--fail-on slo-load-regression`: the cell misses the SLO at a load the baseline
+    meets."""
+    name = "slo[largest_load]"
+    if cell.is_baseline:
+        return (name, "pass", mine.sentence)
+    text = _frontier_text.largest_text(mine, base, report.baseline)
+    return (name, "failure" if mine.versus == "lower" else "pass", text)

@@ -194,7 +194,8 @@ def _frontier_md(report: MatrixReport) -> str:
     if not report.loads or not frontiers:
         return ""
     conf = f"{report.thresholds.confidence:.0%}"
-    blocks = [f"### {_frontier_text.TITLE}", _frontier_text.NOTE]
+    order = _frontier_text.order_note(report.loads)
+    blocks = [f"### {_frontier_text.TITLE}", _frontier_text.NOTE + (f" {order}" if order else "")]
     if report.slo:
         blocks.append(f"SLO: {_frontier_text.slo_text(report.slo)}. {_frontier_text.SLO_NOTE}")
     header = _frontier_text.header(report.slo, conf)

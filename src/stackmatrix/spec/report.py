@@ -25,6 +25,7 @@ from stackmatrix.spec_model import (
     FAIL_ON,
     METRICS,
     MIN_EFFECT_RANGE,
+    SLO_FAIL_ON,
     SLO_KEYS,
     ReportPolicy,
     SloBound,
@@ -43,6 +44,12 @@ def parse_report(raw: Mapping[str, Any], p: Problems) -> ReportPolicy:
     for i, item in enumerate(fail_on):
         if item not in FAIL_ON:
             p.add(join("report.fail_on", i), f"{item!r} is not one of {', '.join(FAIL_ON)}")
+        elif item in SLO_FAIL_ON and "slo" not in r:
+            p.add(
+                join("report.fail_on", i),
+                f"{item!r} judges cells at the SLO, and [report] sets none: add "
+                f"slo = {SLO_EXAMPLE} or leave {item!r} out",
+            )
     return ReportPolicy(
         headline=headline,
         confidence=or_default(

@@ -6,11 +6,14 @@ against the request files the bench wrote."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.support.fakerun import run_spec
+
+from stackmatrix.cli import main
 
 pytestmark = pytest.mark.integration
 
@@ -99,3 +102,18 @@ def test_goodput_and_the_largest_load_within_the_slo_from_a_real_run(tmp_path: P
     )
     md = (run / "matrix.md").read_text()
     assert "### SLO, goodput and the frontier" in md and b["goodput"]["sentence"] in md
+    # the SLO's verdicts gate the exit status, each on its own
+    gated = ["report", str(run), "--output", str(tmp_path / "gated"), "--fail-on"]
+    assert main([*gated, "incompatible"]) == 0
+    assert main([*gated, "goodput-regression"]) == 5
+    assert main([*gated, "slo-load-regression"]) == 5
+    root = ET.parse(tmp_path / "gated" / "junit.xml").getroot()  # noqa: S314 - our own file
+    failing = {
+        (case.get("classname"), case.get("name"))
+        for case in root.iter("testcase")
+        if case.find("failure") is not None
+    }
+    # b is slower at the headline too (its decode is slower at every load)
+    assert failing == {
+        ("b", "perf[output_throughput]"), ("b", "slo[goodput]"), ("b", "slo[largest_load]")
+    }  # fmt: skip

@@ -287,3 +287,27 @@ def test_a_revert_cell_without_its_server_log_proves_no_following(decided: Path)
     )
     assert ex["cannot_isolate"][0]["follows"] == []
     assert not any(s.startswith("log:cuda_graph_bs") for s in ex["sentences"])
+
+
+def test_where_the_run_judges_an_slo_explain_says_its_rounds_do_not(
+    kept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the results' copy of the spec (the spec as run is not here) with an SLO
+    with (kept / "spec.toml").open("a") as f:
+        f.write("slo = { ttft_p99_ms = 2000, tpot_p99_ms = 50 }\n")
+    record = json.loads((kept / "run.json").read_text())
+    record["spec_path"] = str(kept / "elsewhere.toml")
+    record["report"]["slo"] = {"ttft_p99_ms": 2000, "tpot_p99_ms": 50}
+    (kept / "run.json").write_text(json.dumps(record))
+    assert main(["explain", str(kept), "--cell", "triton-capped", "--rejudge"]) == 0
+    said = (
+        "The run's SLO (ttft_p99_ms = 2000, tpot_p99_ms = 50) is not judged in these rounds: "
+        "each is judged on output tok/s at the headline load only, with no load points and "
+        "no goodput, so this explains the headline's verdict, not the SLO's."
+    )
+    assert said in capsys.readouterr().out.splitlines()
+    assert said in (kept / "matrix.md").read_text()
+    # without an SLO, nothing of it
+    plain = shutil.copytree(EXAMPLE, tmp_path / "plain")
+    path = explain_cell(plain, "triton-capped", run_round=_no_gpu_here, rejudge=True)
+    assert not any("SLO" in s for s in json.loads(path.read_text())["sentences"])

@@ -63,9 +63,17 @@ def _metrics(rnd: Round) -> dict[str, Any]:
 Launch = Mapping[str, Sequence[Round]]
 
 
-def write_cell(run: Path, cid: str, launches: Sequence[Launch], *, first: int = 0) -> None:
+def write_cell(
+    run: Path,
+    cid: str,
+    launches: Sequence[Launch],
+    *,
+    first: int = 0,
+    concurrency: Mapping[str, int] | None = None,
+) -> None:
     """cells/<cid>/bench.json and its request files; launch k (1-based) started at minute
-    `first + 2k` (so two cells written with first=0 and first=1 alternate)."""
+    `first + 2k` (so two cells written with first=0 and first=1 alternate). A point's
+    max_concurrency is `concurrency[name]`, else the number in its name (c4: 4)."""
     cell = run / "cells" / cid
     cell.mkdir(parents=True, exist_ok=True)
     written = []
@@ -82,7 +90,8 @@ def write_cell(run: Path, cid: str, launches: Sequence[Launch], *, first: int = 
         written.append(entry)
     names = [n for n in launches[0] if n != "headline"] if launches else []
     data = {"engine": "transformers", "launches": written,
-            "points": {n: {"metric": "output_throughput", "max_concurrency": int(n[1:]),
+            "points": {n: {"metric": "output_throughput",
+                           "max_concurrency": (concurrency or {}).get(n) or int(n[1:]),
                            "num_prompts": 16} for n in names}}  # fmt: skip
     bench = {"schema_version": 1, "phase": "bench", "cell": cid, "status": "ok", "code": None,
              "message": "", "inputs_hash": "h", "started": "2026-03-01T10:00:00+00:00",
@@ -101,9 +110,15 @@ def _rounds(cell: Path, k: int, point: str | None, rounds: Sequence[Round]) -> l
 
 
 def write_run(
-    run: Path, cells: Sequence[str], *, slo: Mapping[str, float] | None, concurrency: int = 1
+    run: Path,
+    cells: Sequence[str],
+    *,
+    slo: Mapping[str, float] | None,
+    concurrency: int = 1,
+    spec_tail: str = "",
 ) -> Path:
-    """run.json, plan.json and spec.toml (the headline's max_concurrency in it); the first
+    """run.json, plan.json and spec.toml (the headline's max_concurrency in it, then
+    `spec_tail`, such as more [bench.workload] keys and [[bench.points]]); the first
     cell is the baseline."""
     run.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"headline": "output_throughput", "confidence": 0.95,
@@ -120,7 +135,7 @@ def write_run(
     (run / "plan.json").write_text(json.dumps({"schema_version": 1, "cells": plan}))
     (run / "spec.toml").write_text(
         f'name = "slo"\nbaseline = "{cells[0]}"\n\n[bench.workload]\n'
-        f"max_concurrency = {concurrency}\nnum_prompts = 8\n"
+        f"max_concurrency = {concurrency}\nnum_prompts = 8\n{spec_tail}"
     )
     return run
 
