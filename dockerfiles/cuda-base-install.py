@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,45 @@ def dev_links(lib64: Path) -> None:
             plain.symlink_to(lib.name)
 
 
+# cuda.h's driver API: each function, and the versioned names its macros map them to
+# (`#define cuMemAlloc cuMemAlloc_v2`); a stub that exports all of them loads wherever
+# the driver's libcuda.so.1 would
+_DECLARED = re.compile(r"\bCUresult\s+CUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(")
+_VERSIONED = re.compile(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+(cu[A-Za-z0-9_]+)\s*$", re.M)
+STUB_RESULT = 34  # CUDA_ERROR_STUB_LIBRARY, what NVIDIA's own stub answers
+
+
+def driver_api_names(cuda_h: str) -> list:
+    names = set(_DECLARED.findall(cuda_h))
+    for plain, versioned in _VERSIONED.findall(cuda_h):
+        names.update((plain, versioned))
+    return sorted(names)
+
+
+def driver_stub(toolkit: Path, cc: str = "gcc") -> Path:
+    """lib64/stubs/libcuda.so, as NVIDIA's toolkit ships it: the driver API of the
+    toolkit's own cuda.h, every function answering CUDA_ERROR_STUB_LIBRARY, soname
+    libcuda.so.1, no other library needed. Never on the loader's path: a process without
+    the driver links against it (the linker) or loads it only where told to (the check's
+    probe, to import what needs libcuda.so.1 on a machine without a GPU)."""
+    header = toolkit / "include" / "cuda.h"
+    names = driver_api_names(header.read_text(encoding="utf-8", errors="replace"))
+    if not names:
+        sys.exit(f"cuda-base: no driver API declarations in {header}")
+    stubs = toolkit / "lib64" / "stubs"
+    stubs.mkdir(parents=True, exist_ok=True)
+    source = stubs / "libcuda-stub.c"
+    source.write_text("".join(f"int {n}(void) {{ return {STUB_RESULT}; }}\n" for n in names))
+    out = stubs / "libcuda.so"
+    argv = [cc, "-shared", "-fPIC", "-nostdlib", "-O1", "-Wl,-soname,libcuda.so.1",
+            "-o", str(out), str(source)]  # fmt: skip
+    print(f"cuda-base: $ {' '.join(argv)} ({len(names)} functions)", flush=True)
+    if subprocess.call(argv) != 0:
+        sys.exit("cuda-base: building the driver stub failed")
+    source.unlink()
+    return out
+
+
 def wheel_versions() -> dict:
     out = {}
     for info in sorted(STAGING.glob("*.dist-info")):
@@ -107,6 +147,7 @@ def main() -> None:
         if component.is_dir() and component.name != "__pycache__":
             merge(component, dest)
     dev_links(dest / "lib64")
+    driver_stub(dest)
     (dest / "lib").symlink_to("lib64")  # the wheels' own layout, which nvcc.profile may name
     wheels = wheel_versions()
     (dest / "version.json").write_text(json.dumps(version_json(plan, wheels), indent=2) + "\n")

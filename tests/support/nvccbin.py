@@ -4,6 +4,7 @@ banner `nvcc --version` prints, which is what the check reads from the binary.""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -32,3 +33,14 @@ def gcc_nvcc(path: Path, release: str, version: str) -> Path:
     subprocess.run([GCC, "-O1", "-o", str(path), str(src)], check=True, env=_GCC_ENV)
     src.unlink()
     return path
+
+
+def real_toolkit() -> Path:
+    """The CUDA toolkit of this machine's nvcc (`nvcc -dryrun` names it as TOP)."""
+    wrapper = shutil.which("nvcc")
+    if wrapper is None:
+        pytest.fail("nvcc is required for these tests: install the CUDA toolkit (13.x)")
+    dry = subprocess.run([wrapper, "-dryrun", "-c", "x.cu"], capture_output=True, text=True)
+    m = re.search(r"^#\$ TOP=(.+)$", dry.stderr + dry.stdout, re.MULTILINE)
+    assert m, "nvcc -dryrun names its toolkit (TOP=...)"
+    return Path(m.group(1).strip()).resolve()

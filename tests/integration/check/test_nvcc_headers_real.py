@@ -10,11 +10,11 @@ that includes CCCL there stops with CCCL's error; the check says so from the fil
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from tests.support.nvccbin import real_toolkit
 
 from stackmatrix.check import nvcc, nvccheaders
 from stackmatrix.findings import Severity
@@ -22,16 +22,6 @@ from stackmatrix.findings import Severity
 pytestmark = pytest.mark.integration
 
 KERNEL = "#include <cuda/std/cstdint>\n__global__ void k(cuda::std::int32_t* p) { *p = 1; }\n"
-
-
-def _real_toolkit() -> Path:
-    wrapper = shutil.which("nvcc")
-    if wrapper is None:
-        pytest.fail("nvcc is required for these tests: install the CUDA toolkit (13.x)")
-    dry = subprocess.run([wrapper, "-dryrun", "-c", "x.cu"], capture_output=True, text=True)
-    m = re.search(r"^#\$ TOP=(.+)$", dry.stderr + dry.stdout, re.MULTILINE)
-    assert m, "nvcc -dryrun names its toolkit (TOP=...)"
-    return Path(m.group(1).strip()).resolve()
 
 
 def _cuda_home(tmp_path: Path, toolkit: Path, cudart: int | None) -> Path:
@@ -63,7 +53,7 @@ def _compile(toolkit: Path, home: Path, tmp_path: Path) -> subprocess.CompletedP
 
 @pytest.mark.parametrize("other_release", [True, False])
 def test_the_check_agrees_with_nvcc_and_cccl(tmp_path: Path, other_release: bool) -> None:
-    toolkit = _real_toolkit()
+    toolkit = real_toolkit()
     release = nvcc.read_version(toolkit / "bin/nvcc")
     assert release is not None
     major, minor = (int(p) for p in release[0].split("."))
