@@ -8,14 +8,16 @@ alternate on one machine rewrite each other's build files, and each start recomp
 what the other one compiled: in the H200 explain round, where two flashinfer venvs
 alternated, every SGLang start took 110-120 s longer than a warm start of one venv
 (reports/examples/h200-sglang-explain-warm/README.md). So a venv's server keeps
-FlashInfer's cache in the venv's own directory (`venv_env`). Triton's cache is keyed by
-content and stays shared.
+FlashInfer's cache in the venv's own directory (`venv_env`), and torch.compile's
+(Inductor's, which is /tmp/torchinductor_<user> otherwise: outside anything of ours, and
+shared by whoever runs there) beside it. Triton's cache is keyed by content and stays
+shared.
 
 A docker cell's server runs in a new `--rm` container at every launch, so what it
 compiled would be gone at the next launch and a warm-up launch would warm nothing of
 the container's (the H200's cold first launches were 30-66% slower). Each image gets a
 docker volume of its own, labelled as ours, mounted at `TARGET` in its server
-containers, with both caches' variables pointing there (`cache_volume`, `volume_env`);
+containers, with the caches' variables pointing there (`cache_volume`, `volume_env`);
 inside one image the paths are the same at every launch. Only for an image that runs
 as root: a new volume is owned by root, and another user could not write in it (such
 an image keeps its caches in the container, as before, and the log says so). The
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 
 FLASHINFER = "FLASHINFER_WORKSPACE_BASE"
 TRITON = "TRITON_CACHE_DIR"
+INDUCTOR = "TORCHINDUCTOR_CACHE_DIR"
 VENV_DIR = "jit-cache"  # in the venv's directory
 TARGET = "/var/cache/stackmatrix-jit"  # the volume, in a container
 LABEL = "stackmatrix.jit"
@@ -52,15 +55,18 @@ def _unset(defaults: Mapping[str, str], *chosen: Mapping[str, str]) -> dict[str,
 
 
 def venv_env(env: Environment) -> dict[str, str]:
-    """A venv server's FlashInfer cache, in the venv's own directory."""
+    """A venv server's FlashInfer and Inductor caches, in the venv's own directory."""
     if env.prefix is None:
         return {}
-    return _unset({FLASHINFER: str(env.prefix / VENV_DIR)}, env.env, os.environ)
+    mine = env.prefix / VENV_DIR
+    return _unset({FLASHINFER: str(mine), INDUCTOR: str(mine / "torchinductor")},
+                  env.env, os.environ)  # fmt: skip
 
 
 def volume_env(cell_env: Mapping[str, str]) -> dict[str, str]:
     """A docker server's caches, in its image's volume (mounted at `TARGET`)."""
-    return _unset({FLASHINFER: TARGET, TRITON: f"{TARGET}/triton"}, cell_env)
+    return _unset({FLASHINFER: TARGET, TRITON: f"{TARGET}/triton",
+                   INDUCTOR: f"{TARGET}/torchinductor"}, cell_env)  # fmt: skip
 
 
 def volume_name(image: str) -> str:

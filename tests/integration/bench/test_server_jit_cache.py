@@ -35,6 +35,7 @@ def test_only_a_venv_server_gets_a_jit_cache_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     monkeypatch.delenv(VAR, raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     prefix = tmp_path / "envs" / "cell-a"
     env = Environment(backend=backend, python=(sys.executable, str(FAKE)), prefix=prefix,
                       env={"FAKE_MODE": "ok"})  # fmt: skip
@@ -42,8 +43,10 @@ def test_only_a_venv_server_gets_a_jit_cache_of_its_own(
     assert seen["FAKE_MODE"] == "ok"
     if backend == "venv":
         assert seen[VAR] == str(prefix / "jit-cache")
+        # torch.compile's cache too, not /tmp/torchinductor_<user>, shared with anyone
+        assert seen["TORCHINDUCTOR_CACHE_DIR"] == str(prefix / "jit-cache" / "torchinductor")
     else:  # one interpreter for every such cell: nothing to keep apart
-        assert VAR not in seen
+        assert VAR not in seen and "TORCHINDUCTOR_CACHE_DIR" not in seen
 
 
 def test_a_cache_the_cell_or_the_user_chose_is_kept(
