@@ -114,7 +114,8 @@ def _is_run_of(path: Path, name: str) -> bool:
 _OURS = frozenset({
     layout.LOCK_FILE, layout.CELLS_DIR, layout.EXPLAIN_DIR, layout.PLAN_JSON,
     layout.WORKLOAD_JSON, layout.WORKLOAD_JSONL, layout.BENCH_SCHEDULE, layout.REPORT_MD,
-    layout.REPORT_HTML, layout.REPORT_JSON, layout.REPORT_JUNIT,
+    layout.REPORT_HTML, layout.REPORT_JSON, layout.REPORT_JUNIT, layout.SLURM_DIR,
+    layout.CALIBRATION_JSON,
 })  # fmt: skip
 
 
