@@ -60,11 +60,19 @@ def cell_report(
         summary=dict(cell.bench.summary or {}),
         comparison=comparison,
         drift=drift,
-        set_apart=None if cell.id == results.baseline else set_apart(drift, results.baseline),
+        set_apart=_set_apart(cell, results, drift),
         distributions=_distributions(cell),
         versions=_versions(cell),
         mapped=live_mapped(cell, tuple(f for group in findings.values() for f in group)),
     )
+
+
+def _set_apart(cell: CellResults, results: RunResults, drift: drift_mod.Drift | None) -> str | None:
+    """None for the baseline and for a cell never built here (a cell of another job of a
+    per-cell run): with nothing of its own recorded, every fact would read as a difference."""
+    if cell.id == results.baseline or cell.phase("build") is None:
+        return None
+    return set_apart(drift, results.baseline)
 
 
 def _phase(cell: CellResults, phase: str) -> PhaseSummary:
