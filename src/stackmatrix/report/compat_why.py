@@ -3,7 +3,9 @@
 A cell's `compat` is its check's verdict: any deciding failure makes it incompatible,
 else any deciding warning "warnings" (check/static.py `verdict_of`). A finding about a
 file the serving process does not load is latent (check/relevance.py): shown and
-counted here, never deciding. The reason given is the most severe deciding finding;
+counted here, never deciding. The reason given is the most severe deciding finding,
+a cause before the import failures it explains (an image without libnuma.so.1 makes
+sgl_kernel's import fail, and the server's entry with it: the library is the reason);
 the others of its severity and the latent ones are counted beside it.
 """
 
@@ -18,6 +20,8 @@ from stackmatrix.records._read import JSONObject
 
 _DECIDED_BY = {"incompatible": Severity.FAIL, "warnings": Severity.WARN}
 _ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}
+# what happens when something else is wrong: said after what makes it happen
+_CONSEQUENCES = frozenset({"SM-IMPORT-FAILED", "SM-SERVING-IMPORT-FAILED"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +60,9 @@ def compat_why(compat: str, check_findings: Sequence[Finding]) -> CompatWhy | No
     severity = _DECIDED_BY.get(compat)
     if severity is None:
         return None
-    ordered = sorted(check_findings, key=lambda f: (_ORDER[f.severity], f.code))
+    ordered = sorted(
+        check_findings, key=lambda f: (_ORDER[f.severity], f.code in _CONSEQUENCES, f.code)
+    )
     deciding = [f for f in ordered if f.severity is severity and not is_latent(f)]
     if not deciding:
         return None
@@ -64,6 +70,7 @@ def compat_why(compat: str, check_findings: Sequence[Finding]) -> CompatWhy | No
     return CompatWhy(compat=compat, first=deciding[0], deciding=len(deciding), latent=latent)
 
 
-def finding_order(finding: Finding) -> tuple[bool, int, str]:
-    """Deciding findings first, each group most severe first (the details' order)."""
-    return is_latent(finding), _ORDER[finding.severity], finding.code
+def finding_order(finding: Finding) -> tuple[bool, int, bool, str]:
+    """Deciding findings first, each group most severe first, causes before the import
+    failures they explain (the details' order)."""
+    return is_latent(finding), _ORDER[finding.severity], finding.code in _CONSEQUENCES, finding.code

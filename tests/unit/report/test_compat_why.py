@@ -76,3 +76,27 @@ def test_a_compatible_cell_needs_no_reason(tmp_path: Path) -> None:
     report = build_report(rd).report
     assert report.cell("cu130").why is None
     assert "**cu130**" not in build_report(rd).markdown.read_text().split("### Performance")[0]
+
+
+def test_a_missing_library_is_the_reason_before_the_import_failures_it_causes(
+    tmp_path: Path,
+) -> None:
+    """The project's cu128 image with libnuma1 purged: sgl_kernel's import and the server's
+    entry fail because of it, and the first screen names the library."""
+    rd = _results(tmp_path)
+    missing = "sgl_kernel/sm90/common_ops.abi3.so needs the system library libnuma.so.1"
+    check = [
+        finding("SM-IMPORT-FAILED", "fail", "import sgl_kernel fails", "cu130", "sgl_kernel"),
+        finding("SM-SERVING-IMPORT-FAILED", "fail", "http_server fails", "cu130", "srv"),
+        finding("SM-LIB-IMAGE-MISSING", "fail", missing, "cu130", "sgl_kernel/sm90/common_ops"),
+    ]
+    data = {"verdict": "incompatible"}
+    write(rd / "cells/cu130/check.json", phase("cu130", "check", data=data, findings=check))
+    outcome = build_report(rd)
+    first_screen = outcome.markdown.read_text().split("### Performance")[0]
+    assert (
+        "- **cu130** incompatible: ❌ `SM-LIB-IMAGE-MISSING` (sgl_kernel/sm90/common_ops): "
+        f"{missing} (2 more failures decide)"
+    ) in first_screen
+    codes = [f.code for f in outcome.report.cell("cu130").findings_by_phase["check"]]
+    assert codes == ["SM-LIB-IMAGE-MISSING", "SM-IMPORT-FAILED", "SM-SERVING-IMPORT-FAILED"]
