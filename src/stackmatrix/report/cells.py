@@ -68,9 +68,13 @@ def cell_report(
 
 
 def _set_apart(cell: CellResults, results: RunResults, drift: drift_mod.Drift | None) -> str | None:
-    """None for the baseline and for a cell never built here (a cell of another job of a
-    per-cell run): with nothing of its own recorded, every fact would read as a difference."""
-    if cell.id == results.baseline or cell.phase("build") is None:
+    """None for the baseline, and where the cell or the baseline was never built here (a
+    cell of another job of a per-cell run): with nothing of one side recorded, every fact
+    of the other would read as a difference."""
+    base = results.cell(results.baseline)
+    if cell.id == results.baseline or base is None:
+        return None
+    if cell.phase("build") is None or base.phase("build") is None:
         return None
     return set_apart(drift, results.baseline)
 

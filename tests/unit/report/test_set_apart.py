@@ -96,3 +96,11 @@ def test_a_cell_never_built_here_gets_no_sentence(tmp_path: Path) -> None:
     for name in ("build.json", "check.json", "bench.json"):
         (run / "cells" / "cu130" / name).unlink(missing_ok=True)
     assert build_report(run).report.cell("cu130").set_apart is None
+
+
+def test_no_sentence_against_a_baseline_never_built_here(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", spec_name="kimi-k25-cuda13", baseline="cu128",
+                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    for name in ("build.json", "check.json", "bench.json"):
+        (run / "cells" / "cu128" / name).unlink(missing_ok=True)
+    assert build_report(run).report.cell("cu130").set_apart is None
