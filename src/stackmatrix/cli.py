@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackmatrix import __version__, _log, _signals, layout
 from stackmatrix.errors import NothingJudged, StackmatrixError, UsageError
-from stackmatrix.spec_names import BACKENDS, EXECUTORS, FAIL_ON, METRICS, ORDERS, PIPELINE_PHASES
+from stackmatrix.spec_names import BACKENDS, EXECUTORS, FAIL_ON, ORDERS, PIPELINE_PHASES
 
 if TYPE_CHECKING:
     import argparse
@@ -157,6 +157,7 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from stackmatrix import _commands
+    from stackmatrix.metric_registry import HEADLINES  # a dataclass: not for `inspect`
 
     r = sub.add_parser("report", help="render the report of a results directory")
     r.add_argument("results", type=Path)
@@ -164,7 +165,7 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     r.add_argument("--history", type=Path, default=None, help="SQLite history file")
     r.add_argument(
         "--headline",
-        choices=METRICS,
+        choices=HEADLINES,
         default=None,
         help="judge the cells on this recorded metric instead of the spec's headline",
     )

@@ -6,16 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from stackmatrix.metric_registry import DEFAULT_HEADLINE, HEADLINES
+
 # the vocabularies live apart so the CLI's parser names them without these dataclasses
 from stackmatrix.spec_names import BACKENDS as BACKENDS
 from stackmatrix.spec_names import ENGINES as ENGINES
 from stackmatrix.spec_names import EXECUTORS as EXECUTORS
 from stackmatrix.spec_names import FAIL_ON as FAIL_ON
-from stackmatrix.spec_names import METRICS as METRICS
 from stackmatrix.spec_names import ORDERS as ORDERS
 from stackmatrix.spec_names import PIPELINE_PHASES as PIPELINE_PHASES
 from stackmatrix.spec_names import SLO_FAIL_ON as SLO_FAIL_ON
 from stackmatrix.spec_names import SLO_KEYS as SLO_KEYS
+
+# what a headline, a load point's metric or --headline may name
+METRICS: tuple[str, ...] = HEADLINES
 
 Backend = Literal["venv", "current", "docker"]
 EngineName = Literal["sglang", "vllm", "transformers", "external"]
@@ -84,7 +88,7 @@ class LoadPoint:
 
     name: str
     workload: Workload
-    metric: str = "output_throughput"  # what the report compares at this point
+    metric: str = DEFAULT_HEADLINE  # what the report compares at this point
 
 
 MAX_ROUNDS = 1000  # measured rounds of one workload in one launch, min_duration_s included
@@ -145,7 +149,7 @@ class SloBound:
 
 @dataclass(frozen=True, kw_only=True)
 class ReportPolicy:
-    headline: str = "output_throughput"
+    headline: str = DEFAULT_HEADLINE
     confidence: float = 0.95
     min_effect: float = 0.02  # the equivalence margin: changes within +-min_effect are "equivalent"
     fail_on: tuple[str, ...] = ()  # of FAIL_ON: "incompatible", "regression", "failed", ...

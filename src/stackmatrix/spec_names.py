@@ -21,16 +21,6 @@ FAIL_ON: tuple[str, ...] = (
 )
 SLO_FAIL_ON: tuple[str, ...] = ("goodput-regression", "slo-load-regression")
 PIPELINE_PHASES: tuple[str, ...] = ("build", "check", "bench", "report")  # in their order
-METRICS: tuple[str, ...] = (
-    "output_throughput",
-    "request_throughput",
-    "decode_tok_s",
-    "ttft_p99_ms",
-    "ttft_median_ms",
-    "itl_median_ms",
-    "tpot_median_ms",
-    "e2e_median_ms",
-)
 # [report] slo: `<kind>_p<percentile>_ms = bound`, a latency's percentile in milliseconds
 SLO_KINDS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
 SLO_PERCENTILES: tuple[int, ...] = (50, 90, 99)

@@ -12,6 +12,7 @@ from stackmatrix.bench import metrics
 from stackmatrix.bench.engines import EffectiveConfig, Engine
 from stackmatrix.build.base import Environment
 from stackmatrix.findings import Finding, Severity
+from stackmatrix.metric_registry import DEFAULT_HEADLINE
 from stackmatrix.outcome import Fail, apply
 from stackmatrix.records import BenchData, LaunchRecord, PointInfo, RoundRecord
 from stackmatrix.records._read import JSONObject, JSONValue
@@ -99,7 +100,7 @@ def record_launch(
     st.save()
 
 
-def finish(st: CellState, bench: Bench, headline: str = "output_throughput") -> PhaseResult:
+def finish(st: CellState, bench: Bench, headline: str = DEFAULT_HEADLINE) -> PhaseResult:
     result = st.result
     if result.status is Status.INTERRUPTED:
         result.status = Status.OK

@@ -1,7 +1,9 @@
 """Per-round figures from per-request records, with sglang.bench_serving's definitions.
 
 See docs/bench.md for each definition. Percentiles interpolate linearly between
-order statistics (numpy's default, which bench_serving uses).
+order statistics (numpy's default, which bench_serving uses). Every name a round has
+is a metric of metric_registry.py, which says which way is better and how the report
+labels it.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from stackmatrix.bench.client import RequestRecord
 from stackmatrix.bench.workload import BenchRequest
+from stackmatrix.metric_registry import LATENCY_STATS
 from stackmatrix.records._read import JSONObject
-
-STAT_NAMES = ("mean", "median", "p90", "p99", "p999")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -31,7 +32,7 @@ def describe(values_ms: Sequence[float], name: str) -> dict[str, float | None]:
     """Mean and percentiles of one round's samples, and how many there are
     (`<name>_samples`: a p99.9 of fewer than 1000 is little more than the largest)."""
     if not values_ms:
-        return {f"{name}_{s}_ms": None for s in STAT_NAMES} | {f"{name}_samples": 0}
+        return {f"{name}_{s}_ms": None for s in LATENCY_STATS} | {f"{name}_samples": 0}
     return {
         f"{name}_mean_ms": statistics.fmean(values_ms),
         f"{name}_median_ms": percentile(values_ms, 50),

@@ -6,21 +6,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from stackmatrix import metric_registry
 from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.latency import KINDS, SMALL_P999, LatencyRow, Percentiles
 from stackmatrix.report.stats import Comparison, Interval
 
-METRIC_LABELS = {
-    "output_throughput": "output tok/s",
-    "request_throughput": "requests/s",
-    "decode_tok_s": "decode tok/s",
-    "ttft_p99_ms": "TTFT p99 (ms)",
-    "ttft_median_ms": "TTFT median (ms)",
-    "itl_median_ms": "ITL median (ms)",
-    "tpot_median_ms": "TPOT median (ms)",
-    "e2e_median_ms": "E2E median (ms)",
-}
+METRIC_LABELS = metric_registry.LABELS
 
 
 def metric_label(metric: str) -> str:

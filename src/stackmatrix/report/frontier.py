@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from stackmatrix.metric_registry import OUTPUT_THROUGHPUT
 from stackmatrix.records import PointInfo
 from stackmatrix.records._read import JSONObject, integer
 from stackmatrix.report.compare import judged
@@ -31,7 +32,7 @@ from stackmatrix.report.stats import (
 )
 from stackmatrix.spec_model import SloBound, Workload
 
-THROUGHPUT = "output_throughput"
+THROUGHPUT = OUTPUT_THROUGHPUT.name
 PER_USER = "decode_tok_s"  # a round's median over requests of 1 / TPOT (bench/metrics.py)
 GOODPUT = "goodput"
 HEADLINE = "headline"

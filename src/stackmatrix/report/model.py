@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stackmatrix._validate import Problems
 from stackmatrix.layout import RUN_JSON
+from stackmatrix.metric_registry import DEFAULT_HEADLINE
 from stackmatrix.records import PointInfo, RunRecord
 from stackmatrix.report import _frontier_text
 from stackmatrix.report import config_drift as drift_mod
@@ -77,7 +78,7 @@ def thresholds_from(run: RunRecord) -> tuple[str, Thresholds, tuple[str, ...]]:
         confidence=float(policy.confidence or defaults.confidence),
         min_effect=float(policy.min_effect or defaults.min_effect),
     )
-    return policy.headline or "output_throughput", thresholds, policy.fail_on
+    return policy.headline or DEFAULT_HEADLINE, thresholds, policy.fail_on
 
 
 def build_model(
@@ -229,7 +230,7 @@ def _points(
 ) -> tuple[LoadPointReport, ...]:
     out = []
     for name, info in _described(results).items():
-        metric = info.metric or "output_throughput"
+        metric = info.metric or DEFAULT_HEADLINE
         rows = []
         for cell in results.cells:
             launches = [r for r in cell.launches(metric, point=name) if r]

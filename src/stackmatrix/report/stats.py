@@ -35,6 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
+from stackmatrix.metric_registry import DEFAULT_HEADLINE
+
+# a metric's direction is the registry's; the name stays importable from here
+from stackmatrix.metric_registry import higher_is_better as higher_is_better
 from stackmatrix.records._read import JSONObject
 from stackmatrix.report import sequential
 from stackmatrix.report._tdist import t_cdf, t_ppf
@@ -57,7 +61,6 @@ from stackmatrix.report.power import positive
 
 SampleUnit = Literal["launch", "round"]
 Spending = Literal["pocock", "bonferroni"]
-_LOWER_IS_BETTER = frozenset({"duration_s", "e2e_s", "errors"})
 MAX_LAUNCHES_HINT = 200
 # a trend of the ratio undoes a decided verdict only when shown at this level: a check
 # of the model, not a second verdict, so its false alarms stay at 1 in 100
@@ -120,11 +123,6 @@ class Thresholds:
             return alpha / self.looks / (2 if sides == 1 else 1)
         low, high = self.plan
         return sequential.nominal_alpha(pairs, low, high, alpha, sides=sides)
-
-
-def higher_is_better(metric: str) -> bool:
-    """Throughputs (`*_throughput`, `*_tok_s`) grow when faster; latencies (`*_ms`) shrink."""
-    return not (metric.endswith("_ms") or metric in _LOWER_IS_BETTER)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,7 +289,7 @@ def compare(
     cell: Sequence[Sequence[float]],
     baseline: Sequence[Sequence[float]],
     *,
-    metric: str = "output_throughput",
+    metric: str = DEFAULT_HEADLINE,
     thresholds: Thresholds | None = None,
     blocks: tuple[Blocks, Blocks] | None = None,
     slots: tuple[Sequence[int | None], Sequence[int | None]] | None = None,

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import TypeAlias
 
+from stackmatrix.metric_registry import DEFAULT_HEADLINE
 from stackmatrix.spec_model import Bench, Cell, Executor, ReportPolicy, Spec, Workload
 
 # what a spec's values are: scalars, arrays of strings, and `launches = {min, max}`
@@ -77,7 +78,7 @@ def _bench(bench: Bench) -> list[str]:
     for point in bench.points:
         # a point is the headline workload with some of its keys overridden
         head: Pairs = [("name", point.name)]
-        if point.metric != "output_throughput":
+        if point.metric != DEFAULT_HEADLINE:
             head.append(("metric", point.metric))
         overrides = _changed(point.workload, bench.workload)
         lines += ["", "[[bench.points]]", *_assignments([*head, *overrides])]

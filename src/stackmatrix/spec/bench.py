@@ -11,6 +11,7 @@ from typing import Any, Literal, Required, TypedDict, cast
 
 from stackmatrix import engine_registry
 from stackmatrix._validate import Problems, join
+from stackmatrix.metric_registry import DEFAULT_HEADLINE
 from stackmatrix.spec._values import (
     check_bool,
     check_int,
@@ -210,7 +211,7 @@ def _points(bench: Mapping[str, Any], p: Problems) -> tuple[LoadPoint, ...]:
                   "32, starting with a letter or digit (it names files)")  # fmt: skip
         elif name in {x.name for x in out}:
             p.add(join(path, "name"), f"{name!r} names two load points")
-        metric = get_choice(point, "metric", path, METRICS, p) or "output_throughput"
+        metric = get_choice(point, "metric", path, METRICS, p) or DEFAULT_HEADLINE
         overrides = {k: v for k, v in point.items() if k not in ("name", "metric")}
         workload = _point_workload(base, overrides, path, p)
         out.append(LoadPoint(name=name, workload=workload, metric=metric))
