@@ -57,8 +57,9 @@ def cuda_images(session: nox.Session) -> None:
     if "STACKMATRIX_DOCKER" not in os.environ and Path("/usr/bin/docker").is_file():
         env["STACKMATRIX_DOCKER"] = "/usr/bin/docker"
     session.run("python", "scripts/cuda-base.py", env=env)
-    session.run("stackmatrix", "run", "matrix/cuda-images.toml", "--jobs", "1",
-                *session.posargs, env=env)  # fmt: skip
+    session.run(
+        "stackmatrix", "run", "matrix/cuda-images.toml", "--jobs", "1", *session.posargs, env=env
+    )
 
 
 @nox.session(python=PYTHON)

@@ -57,16 +57,29 @@ def stackmatrix_build(
     spec: Path, tmp: Path, k: int, cache: Path | None = None
 ) -> tuple[float, dict[str, float], Path]:
     out, work = tmp / f"run-{k}", tmp / f"work-{k}"
-    wall = timed([sys.executable, "-m", "stackmatrix", "build", str(spec), "--output", str(out),
-                  "--work-dir", str(work)], env=cache_env(cache))  # fmt: skip
+    wall = timed(
+        [
+            sys.executable,
+            "-m",
+            "stackmatrix",
+            "build",
+            str(spec),
+            "--output",
+            str(out),
+            "--work-dir",
+            str(work),
+        ],
+        env=cache_env(cache),
+    )
     build = json.loads((out / "cells" / "a" / "build.json").read_text())
     timings = dict(build["data"].get("timings") or {})
     lock = Path(build["data"]["env_dir"]) / "lock.txt"  # the cell's venv (one per environment)
     return wall, timings, lock
 
 
-def by_hand(uv: str, python: str, lock: Path, dest: Path, find_links: list[str],
-            cache: Path | None = None) -> float:  # fmt: skip
+def by_hand(
+    uv: str, python: str, lock: Path, dest: Path, find_links: list[str], cache: Path | None = None
+) -> float:
     links = [a for f in find_links for a in ("--find-links", f)]
     env = cache_env(cache)
     return timed([uv, "venv", "--python", python, str(dest)], env) + timed(
@@ -104,8 +117,7 @@ def main() -> int:
             hand.append(by_hand(uv, args.python, lock, tmp / f"hand-{k}", args.find_links, cold[1]))
     a, b = statistics.median(sm), statistics.median(hand)
     state = "an empty uv cache per build" if args.cold else "warm uv cache"
-    print(f"pins: {' '.join(args.pins)} (python {args.python}, {state}, "
-          f"median of {args.repeats})")  # fmt: skip
+    print(f"pins: {' '.join(args.pins)} (python {args.python}, {state}, median of {args.repeats})")
     print(f"  stackmatrix build (whole process)   {a:7.2f} s")
     for step, values in steps.items():
         print(f"    {step:<33} {statistics.median(values):7.2f} s")

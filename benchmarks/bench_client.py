@@ -211,8 +211,10 @@ def _print_timing(args: argparse.Namespace, reports: dict[int, list[dict[str, An
         and one["ttft_abs_err_us"]["p50"] <= max(0.01 * first_us, 50)
     )
     compared = " (for comparison)" if len(summaries) > 1 else ""
-    print(("PASS" if ok else "FAIL") + " (in-process client: >= 20,000 tokens/s, >= 200 "
-          f"streams, median TTFT and gap errors within 1% or 50 us){compared}")  # fmt: skip
+    print(
+        ("PASS" if ok else "FAIL") + " (in-process client: >= 20,000 tokens/s, >= 200 "
+        f"streams, median TTFT and gap errors within 1% or 50 us){compared}"
+    )
     if len(summaries) == 1:
         return 0 if ok else 1
     # with workers, theirs is the verdict: docs/bench.md's goal at >= 2,000 streams, and at
@@ -267,10 +269,15 @@ def _measure_timing(
     n = args.streams * args.waves
     first_s, gap_s = args.first_ms / 1e3, args.gap_ms / 1e3
     reqs = [
-        BenchRequest(index=i, prompt=f"{i} {first_s} {gap_s} {_phase(i, args)}", input_len=4,
-                     max_tokens=args.tokens, arrival_s=0.0)
+        BenchRequest(
+            index=i,
+            prompt=f"{i} {first_s} {gap_s} {_phase(i, args)}",
+            input_len=4,
+            max_tokens=args.tokens,
+            arrival_s=0.0,
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
     opts = ClientOptions(
         base_url=f"http://127.0.0.1:{port}",
         model="m",
@@ -391,10 +398,18 @@ def main(argv: list[str]) -> int:
     t.add_argument("--first-ms", type=float, default=50.0)
     t.add_argument("--lockstep", action="store_true", help="all streams tick together")
     t.add_argument("--repeat", type=int, default=3, help="runs; the median is the result")
-    t.add_argument("--workers", type=_workers_arg, default=1,
-                   help='also measure the client with N worker processes (or "auto")')  # fmt: skip
-    t.add_argument("--server-procs", type=int, default=1,
-                   help="server processes (one port, each on its own core)")  # fmt: skip
+    t.add_argument(
+        "--workers",
+        type=_workers_arg,
+        default=1,
+        help='also measure the client with N worker processes (or "auto")',
+    )
+    t.add_argument(
+        "--server-procs",
+        type=int,
+        default=1,
+        help="server processes (one port, each on its own core)",
+    )
     c = sub.add_parser("crosscheck")
     c.add_argument("--prompts", type=int, default=24)
     c.add_argument("--concurrency", type=int, default=1)

@@ -115,8 +115,13 @@ def with_inspect(root: Path) -> int:
     start-up, imports, the scan and the findings."""
     # as installed: pip writes the bytecode, so the warm-up run may write it here too
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    out = subprocess.run([sys.executable, "-m", "stackmatrix", "inspect", str(root), "--json"],
-                         capture_output=True, text=True, check=False, env=env)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "stackmatrix", "inspect", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
     return out.stdout.count("\n")
 
 

@@ -42,18 +42,30 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     print(f"{args.runs} simulated runs per line, launches {args.low}-{args.high} per cell")
-    print(f"{'scenario':42} {'design':22} {'change':>7} {'equiv':>7} {'median':>7} "
-          f"{'per decided':>12}")  # fmt: skip
+    print(
+        f"{'scenario':42} {'design':22} {'change':>7} {'equiv':>7} {'median':>7} "
+        f"{'per decided':>12}"
+    )
     for name, change, noise in SCENARIOS:
         cost = {}
         for design in (NEW, OLD):
-            r = rates(change, runs=args.runs, seed=args.seed, design=design, noise=noise,
-                      low=args.low, high=args.high)  # fmt: skip
+            r = rates(
+                change,
+                runs=args.runs,
+                seed=args.seed,
+                design=design,
+                noise=noise,
+                low=args.low,
+                high=args.high,
+            )
             cost[design.name] = r.cost_per_decided
-            print(f"{name:42} {design.name:22} {r.called_a_change:7.1%} {r.equivalent:7.1%} "
-                  f"{r.median_launches:7.0f} {r.cost_per_decided:12.1f}")  # fmt: skip
-        print(f"{'':42} {'new / old':22} {'':7} {'':7} {'':7} "
-              f"{cost[NEW.name] / cost[OLD.name]:12.2f}")  # fmt: skip
+            print(
+                f"{name:42} {design.name:22} {r.called_a_change:7.1%} {r.equivalent:7.1%} "
+                f"{r.median_launches:7.0f} {r.cost_per_decided:12.1f}"
+            )
+        print(
+            f"{'':42} {'new / old':22} {'':7} {'':7} {'':7} {cost[NEW.name] / cost[OLD.name]:12.2f}"
+        )
     return 0
 
 

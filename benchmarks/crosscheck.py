@@ -39,9 +39,12 @@ def crosscheck(args: argparse.Namespace) -> int:
     aiperf_py = ensure_cpu_serving_env(requirements=AIPERF, find_links=())
     model = make_tiny_model(cache_root().parent / "tiny-models" / "crosscheck", python=[str(py)])
     wl = Workload(
-        input_len=args.input_len, output_len=args.output_len, num_prompts=args.prompts,
-        max_concurrency=args.concurrency, warmup=2,
-    )  # fmt: skip
+        input_len=args.input_len,
+        output_len=args.output_len,
+        num_prompts=args.prompts,
+        max_concurrency=args.concurrency,
+        warmup=2,
+    )
     requests = generate(wl)
     # The server gets its own core(s), the load generators the other: aiperf runs
     # several busy processes, and on a CPU server sharing cores with it, it would
@@ -60,9 +63,13 @@ def crosscheck(args: argparse.Namespace) -> int:
     ours: list[float] = []
     theirs: list[float] = []
     with launch(
-        engine=get_engine("transformers"), environment=env, model=str(model),
-        args=["--device", "cpu"], log_path=work / "server.log", ready_timeout_s=300,
-    ) as srv:  # fmt: skip
+        engine=get_engine("transformers"),
+        environment=env,
+        model=str(model),
+        args=["--device", "cpu"],
+        log_path=work / "server.log",
+        ready_timeout_s=300,
+    ) as srv:
         opts = ClientOptions(
             base_url=srv.base_url, model=str(model), max_concurrency=args.concurrency
         )
@@ -129,14 +136,40 @@ def _aiperf(
 ) -> float:
     cores = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     argv = [
-        "taskset", "-c", cores, str(python.parent / "aiperf"), "profile",
-        "--model", str(model), "--url", url, "--endpoint-type", "completions", "--streaming",
-        "--tokenizer", str(model), "--use-server-token-count",
-        "--input-file", str(prompts), "--custom-dataset-type", "single_turn",
-        "--output-tokens-mean", str(args.output_len), "--output-tokens-stddev", "0",
-        "--concurrency", str(args.concurrency), "--request-count", str(args.prompts),
-        "--warmup-request-count", "2", "--ui-type", "none", "--artifact-dir", str(out),
-    ]  # fmt: skip
+        "taskset",
+        "-c",
+        cores,
+        str(python.parent / "aiperf"),
+        "profile",
+        "--model",
+        str(model),
+        "--url",
+        url,
+        "--endpoint-type",
+        "completions",
+        "--streaming",
+        "--tokenizer",
+        str(model),
+        "--use-server-token-count",
+        "--input-file",
+        str(prompts),
+        "--custom-dataset-type",
+        "single_turn",
+        "--output-tokens-mean",
+        str(args.output_len),
+        "--output-tokens-stddev",
+        "0",
+        "--concurrency",
+        str(args.concurrency),
+        "--request-count",
+        str(args.prompts),
+        "--warmup-request-count",
+        "2",
+        "--ui-type",
+        "none",
+        "--artifact-dir",
+        str(out),
+    ]
     # aiperf 0.13.0 cannot load a local tokenizer with HF_HUB_OFFLINE set.
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)

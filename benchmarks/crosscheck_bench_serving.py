@@ -45,9 +45,15 @@ from stackmatrix.report._tdist import t_ppf
 from stackmatrix.spec_model import Workload
 
 SERVER_ARGS = (
-    "--load-format", "dummy", "--attention-backend", "triton",
-    "--cuda-graph-backend-prefill", "disabled", "--cuda-graph-max-bs-decode", "8",
-)  # fmt: skip
+    "--load-format",
+    "dummy",
+    "--attention-backend",
+    "triton",
+    "--cuda-graph-backend-prefill",
+    "disabled",
+    "--cuda-graph-max-bs-decode",
+    "8",
+)
 DECODE = re.compile(
     r"\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\]\s+Decode batch[^,]*,\s+"
     r"#running-req:\s*(?P<running>\d+),.*?gen throughput \(token/s\):\s*(?P<gen>[0-9.]+)"
@@ -71,21 +77,33 @@ def main() -> int:
         print(f"no exact prompt lengths: {lengths.why}", file=sys.stderr)
         return 2
     wl = Workload(
-        input_len=args.input_len, output_len=args.output_len, num_prompts=args.prompts,
-        max_concurrency=args.concurrency, warmup=args.concurrency, seed=1,
-    )  # fmt: skip
+        input_len=args.input_len,
+        output_len=args.output_len,
+        num_prompts=args.prompts,
+        max_concurrency=args.concurrency,
+        warmup=args.concurrency,
+        seed=1,
+    )
     requests = generate(wl, tokenizer=found)
     env = Environment(backend="venv", python=(sys.executable,), env={"HF_HUB_OFFLINE": "1"})
     log_path = args.out / "server.log"
     rows: list[dict[str, Any]] = []
     with launch(
-        engine=get_engine("sglang"), environment=env, model=args.model, args=SERVER_ARGS,
-        log_path=log_path, ready_timeout_s=args.ready_timeout_s, gpus=True,
-    ) as srv:  # fmt: skip
+        engine=get_engine("sglang"),
+        environment=env,
+        model=args.model,
+        args=SERVER_ARGS,
+        log_path=log_path,
+        ready_timeout_s=args.ready_timeout_s,
+        gpus=True,
+    ) as srv:
         opts = ClientOptions(
-            base_url=srv.base_url, model=args.model, max_concurrency=args.concurrency,
-            request_timeout_s=600, ignore_eos=True,
-        )  # fmt: skip
+            base_url=srv.base_url,
+            model=args.model,
+            max_concurrency=args.concurrency,
+            request_timeout_s=600,
+            ignore_eos=True,
+        )
         for rep in range(1, args.reps + 1):
             order = ("ours", "theirs") if rep % 2 else ("theirs", "ours")
             row: dict[str, Any] = {"rep": rep, "first": order[0]}
@@ -134,14 +152,42 @@ def theirs(base_url: str, args: argparse.Namespace, rep: int) -> dict[str, Any]:
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
     path = args.out / f"bench-serving-R{rep}.jsonl"
     argv = [
-        sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang",
-        "--host", host, "--port", port, "--model", args.model, "--tokenizer", args.model,
-        "--dataset-name", "random-ids", "--tokenize-prompt",
-        "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
-        "--random-range-ratio", "1.0", "--num-prompts", str(args.prompts),
-        "--max-concurrency", str(args.concurrency), "--warmup-requests", str(args.concurrency),
-        "--request-rate", "inf", "--seed", "1", "--disable-tqdm", "--output-file", str(path),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "sglang.bench_serving",
+        "--backend",
+        "sglang",
+        "--host",
+        host,
+        "--port",
+        port,
+        "--model",
+        args.model,
+        "--tokenizer",
+        args.model,
+        "--dataset-name",
+        "random-ids",
+        "--tokenize-prompt",
+        "--random-input-len",
+        str(args.input_len),
+        "--random-output-len",
+        str(args.output_len),
+        "--random-range-ratio",
+        "1.0",
+        "--num-prompts",
+        str(args.prompts),
+        "--max-concurrency",
+        str(args.concurrency),
+        "--warmup-requests",
+        str(args.concurrency),
+        "--request-rate",
+        "inf",
+        "--seed",
+        "1",
+        "--disable-tqdm",
+        "--output-file",
+        str(path),
+    ]
     t0 = time.time()
     res = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     t1 = time.time()
@@ -222,8 +268,12 @@ def interval(ratios: list[float]) -> dict[str, Any]:
     if len(logs) > 1:
         half = t_ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     pct = [round(100 * (math.exp(x) - 1), 2) for x in (mean, mean - half, mean + half)]
-    return {"n": len(ratios), "mean_pct": pct[0], "ci95_pct": pct[1:],
-            "each_pct": [round(100 * (r - 1), 2) for r in ratios]}  # fmt: skip
+    return {
+        "n": len(ratios),
+        "mean_pct": pct[0],
+        "ci95_pct": pct[1:],
+        "each_pct": [round(100 * (r - 1), 2) for r in ratios],
+    }
 
 
 if __name__ == "__main__":

@@ -32,8 +32,10 @@ COMPONENTS = {
 def host_compiler() -> None:
     """g++ for nvcc (and for torch's and flashinfer's JIT), as the devel images have it."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for argv in (["apt-get", "update"],
-                 ["apt-get", "install", "-y", "--no-install-recommends", "g++"]):  # fmt: skip
+    for argv in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "g++"],
+    ):
         print("cuda-base: $ " + " ".join(argv), flush=True)
         if subprocess.call(argv, env=env) != 0:
             sys.exit("cuda-base: apt-get failed")
@@ -41,8 +43,10 @@ def host_compiler() -> None:
     # docker-clean hook, which a debootstrap base lacks
     shutil.rmtree("/var/lib/apt/lists", ignore_errors=True)
     Path("/var/lib/apt/lists/partial").mkdir(parents=True)
-    for cached in [*Path("/var/cache/apt").glob("*.bin"),
-                   *Path("/var/cache/apt/archives").glob("*.deb")]:  # fmt: skip
+    for cached in [
+        *Path("/var/cache/apt").glob("*.bin"),
+        *Path("/var/cache/apt/archives").glob("*.deb"),
+    ]:
         cached.unlink()
 
 
@@ -51,8 +55,17 @@ def install(plan: dict, here: Path) -> None:
     bundle = here / "ca-bundle.crt"
     if bundle.is_file() and bundle.stat().st_size:
         env["SSL_CERT_FILE"] = str(bundle)
-    argv = [str(here / "uv"), "pip", "install", "--no-cache", "--python", sys.executable,
-            "--target", str(STAGING), *plan["pins"]]  # fmt: skip
+    argv = [
+        str(here / "uv"),
+        "pip",
+        "install",
+        "--no-cache",
+        "--python",
+        sys.executable,
+        "--target",
+        str(STAGING),
+        *plan["pins"],
+    ]
     print("cuda-base: $ " + " ".join(argv), flush=True)
     if subprocess.call(argv, env=env) != 0:
         sys.exit("cuda-base: uv pip install failed")
@@ -109,8 +122,17 @@ def driver_stub(toolkit: Path, cc: str = "gcc") -> Path:
     source = stubs / "libcuda-stub.c"
     source.write_text("".join(f"int {n}(void) {{ return {STUB_RESULT}; }}\n" for n in names))
     out = stubs / "libcuda.so"
-    argv = [cc, "-shared", "-fPIC", "-nostdlib", "-O1", "-Wl,-soname,libcuda.so.1",
-            "-o", str(out), str(source)]  # fmt: skip
+    argv = [
+        cc,
+        "-shared",
+        "-fPIC",
+        "-nostdlib",
+        "-O1",
+        "-Wl,-soname,libcuda.so.1",
+        "-o",
+        str(out),
+        str(source),
+    ]
     print(f"cuda-base: $ {' '.join(argv)} ({len(names)} functions)", flush=True)
     if subprocess.call(argv) != 0:
         sys.exit("cuda-base: building the driver stub failed")

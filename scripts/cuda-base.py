@@ -89,8 +89,16 @@ def debian_base(docker: str) -> None:
         CACHE.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
             root = Path(tmp) / "root"
-            run(["debootstrap", "--variant=minbase", "--include=python3,ca-certificates",
-                 "bookworm", str(root), DEBIAN_MIRROR])  # fmt: skip
+            run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    "--include=python3,ca-certificates",
+                    "bookworm",
+                    str(root),
+                    DEBIAN_MIRROR,
+                ]
+            )
             partial = tarball.with_suffix(".partial")
             run(["tar", "-C", str(root), "-cf", str(partial), "."])
             partial.rename(tarball)
@@ -115,11 +123,23 @@ def build(engine: _docker_cli.Engine, name: str, ca_bundle: Path | None) -> None
     with tempfile.TemporaryDirectory(prefix="stackmatrix-cuda-base-") as tmp:
         ctx = Path(tmp)
         render(family, ctx, ca_bundle)
-        run([engine.docker, "build", "--network=host", "-t", family.tag,
-             "--build-arg", f"DEBIAN_BASE={DEBIAN_BASE}",
-             "--build-arg", f"CUDA_VERSION={family.cuda_version}",
-             "--label", f"stackmatrix.cuda_base={name}", str(ctx)],
-            env=_docker_cli.build_env(engine))  # fmt: skip
+        run(
+            [
+                engine.docker,
+                "build",
+                "--network=host",
+                "-t",
+                family.tag,
+                "--build-arg",
+                f"DEBIAN_BASE={DEBIAN_BASE}",
+                "--build-arg",
+                f"CUDA_VERSION={family.cuda_version}",
+                "--label",
+                f"stackmatrix.cuda_base={name}",
+                str(ctx),
+            ],
+            env=_docker_cli.build_env(engine),
+        )
 
 
 def main() -> int:
@@ -143,9 +163,12 @@ def main() -> int:
         print(f"cuda-base: {engine.message}", file=sys.stderr)
         return 1
     if not engine.buildkit:
-        print("cuda-base: this docker client cannot use BuildKit (bind mounts in RUN); "
-              f"set {_docker_cli.DOCKER_ENV} to one that can (Debian's /usr/bin/docker "
-              "20.10, or a client with buildx)", file=sys.stderr)  # fmt: skip
+        print(
+            "cuda-base: this docker client cannot use BuildKit (bind mounts in RUN); "
+            f"set {_docker_cli.DOCKER_ENV} to one that can (Debian's /usr/bin/docker "
+            "20.10, or a client with buildx)",
+            file=sys.stderr,
+        )
         return 1
     debian_base(engine.docker)
     for name in args.family or list(FAMILIES):

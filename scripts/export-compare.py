@@ -55,8 +55,10 @@ def main(image: str, work: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     image_id = subprocess.run(
         [docker, "image", "inspect", "-f", "{{.Id}}", image],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     log = work / "export.log"
     owner = "stackmatrix.owner=stackmatrix-export-compare"
     with _docker_rootfs.created_container(
@@ -68,10 +70,18 @@ def main(image: str, work: Path) -> None:
             root.mkdir()
             subprocess.run([docker, "export", "-o", str(tar), container], check=True)
             subprocess.run(
-                ["tar", "-x", "-f", str(tar), "-C", str(root), "--no-same-owner",
-                 "--exclude=dev/*"],
+                [
+                    "tar",
+                    "-x",
+                    "-f",
+                    str(tar),
+                    "-C",
+                    str(root),
+                    "--no-same-owner",
+                    "--exclude=dev/*",
+                ],
                 check=True,
-            )  # fmt: skip
+            )
             tar.unlink()
 
         def streamed() -> None:

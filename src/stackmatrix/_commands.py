@@ -103,9 +103,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if spec.report.explain and "report" in opts.phases:
         from stackmatrix.explain.command import explain_after_run
 
-        explain_after_run(summary.run_dir, work_dir=opts.work_dir, jobs=opts.jobs,
-                          rounds=spec.report.explain_rounds, progress=console.progress,
-                          only=spec.report.explain_cells)  # fmt: skip
+        explain_after_run(
+            summary.run_dir,
+            work_dir=opts.work_dir,
+            jobs=opts.jobs,
+            rounds=spec.report.explain_rounds,
+            progress=console.progress,
+            only=spec.report.explain_cells,
+        )
     md = summary.run_dir / layout.REPORT_MD
     if md.exists():
         write_step_summary(md.read_text(encoding="utf-8"))
@@ -144,8 +149,9 @@ def _print_noise(console: Console, run_dir: Path, spec: Spec) -> None:
         if isinstance(c.get("comparison"), dict)
         and isinstance(c["comparison"].get("detectable"), int | float)
     }
-    for line in noise_note(doc.get("calibration"), spec.report.min_effect, spec.baseline,
-                           detectable):  # fmt: skip
+    for line in noise_note(
+        doc.get("calibration"), spec.report.min_effect, spec.baseline, detectable
+    ):
         console.info(line)
 
 

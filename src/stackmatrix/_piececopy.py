@@ -87,9 +87,10 @@ def _copy_gz(src: Path, dst: Path, *, log_tail: bool) -> bool:
     cannot be decompressed is copied as it is, at most DEFAULT_LIMIT bytes of it."""
     st = os.lstat(src)
     try:
-        with _nofollow.create_new(dst, st) as fout, gzip.GzipFile(
-            fileobj=fout, mode="wb", mtime=int(st.st_mtime)
-        ) as packed:  # fmt: skip
+        with (
+            _nofollow.create_new(dst, st) as fout,
+            gzip.GzipFile(fileobj=fout, mode="wb", mtime=int(st.st_mtime)) as packed,
+        ):
             cut = _write_log_tail(src, packed) if log_tail else _write_head(src, packed)
     except ResultsError as exc:
         dst.unlink(missing_ok=True)

@@ -310,9 +310,11 @@ def reading(
         assert proc.stdout is not None
         _widen_pipe(proc.stdout)
         errors = threading.Thread(
-            target=copy_lines, args=(proc.stderr, fh, lines, None), name="read-stderr",
+            target=copy_lines,
+            args=(proc.stderr, fh, lines, None),
+            name="read-stderr",
             daemon=True,
-        )  # fmt: skip
+        )
         errors.start()
         expired = threading.Event()
         timer = threading.Timer(timeout, _expire, args=(proc, expired))

@@ -203,8 +203,10 @@ def _redact_file(path: Path, literals: list[str]) -> None:
     changed = False
     enc, err = "utf-8", "surrogateescape"
     # "x": never through a link or onto a file someone else put there
-    with path.open("r", encoding=enc, errors=err, newline="") as src, \
-            tmp.open("x", encoding=enc, errors=err, newline="") as dst:  # fmt: skip
+    with (
+        path.open("r", encoding=enc, errors=err, newline="") as src,
+        tmp.open("x", encoding=enc, errors=err, newline="") as dst,
+    ):
         for line in src:
             hidden = redact_known(line, literals)
             changed = changed or hidden != line

@@ -86,8 +86,14 @@ def _plain_inspect(argv: Sequence[str]) -> _Args | None:
             path = Path(word)
     if path is None:
         return None
-    return _Args(verbose=verbose, command="inspect", path=path, target=targets,
-                 json=as_json, func=cmd_inspect)  # fmt: skip
+    return _Args(
+        verbose=verbose,
+        command="inspect",
+        path=path,
+        target=targets,
+        json=as_json,
+        func=cmd_inspect,
+    )
 
 
 class _Args:

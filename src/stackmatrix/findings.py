@@ -48,8 +48,9 @@ class Finding(_FindingFields):
         subject: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> Finding:
-        return super().__new__(cls, code, severity, message, cell, subject,
-                               {} if details is None else details)  # fmt: skip
+        return super().__new__(
+            cls, code, severity, message, cell, subject, {} if details is None else details
+        )
 
     def to_dict(self) -> JSONObject:
         return {

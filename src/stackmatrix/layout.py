@@ -28,8 +28,11 @@ WORKLOAD_JSONL = "workload.jsonl"
 BENCH_SCHEDULE = "bench-schedule.json"
 LOCK_FILE = ".stackmatrix.lock"
 REPORT_MD, REPORT_HTML, REPORT_JSON, REPORT_JUNIT = (
-    "matrix.md", "matrix.html", "matrix.json", "junit.xml",
-)  # fmt: skip
+    "matrix.md",
+    "matrix.html",
+    "matrix.json",
+    "junit.xml",
+)
 HISTORY_DB = "history.sqlite"  # in the reports directory, next to the runs
 CALIBRATION_JSON = "calibration.json"  # what `stackmatrix calibrate` measured
 CELLS_DIR = "cells"

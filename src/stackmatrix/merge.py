@@ -191,8 +191,11 @@ def _fill(
             log.warning("%s: a link or special file, not copied: merge never follows links", path)
             skipped.append(str(path))
         for path in copied.cut:
-            log.warning("%s: larger than merge copies (a server log: its last %d MiB), only a "
-                        "part copied", path, _piececopy.LOG_COPY_LIMIT >> 20)  # fmt: skip
+            log.warning(
+                "%s: larger than merge copies (a server log: its last %d MiB), only a part copied",
+                path,
+                _piececopy.LOG_COPY_LIMIT >> 20,
+            )
     meta = replace(
         pieces[0].meta,
         cells=tuple(planned),
@@ -218,8 +221,9 @@ def _merge_schedules(out: RunDir, pieces: Sequence[Piece]) -> None:
         raise ResultsError(f"a piece's {name} is not a schedule (no list of slots)")
     first = {k: v for k, v in schedules[0].items() if k != "schema_version"}
     sessions = [x for s in schedules for x in _sessions(s)]
-    out.write_json(name, {**first, "slots": [x for s in schedules for x in s["slots"]],
-                          "sessions": sessions})  # fmt: skip
+    out.write_json(
+        name, {**first, "slots": [x for s in schedules for x in s["slots"]], "sessions": sessions}
+    )
 
 
 def _sessions(schedule: Mapping[str, JSONValue]) -> list[JSONValue]:

@@ -74,12 +74,18 @@ OUTPUT_THROUGHPUT = Metric(
 _HEADLINES: tuple[Metric, ...] = (
     OUTPUT_THROUGHPUT,
     Metric(
-        name="request_throughput", unit="req/s", direction="higher", headline=True,
+        name="request_throughput",
+        unit="req/s",
+        direction="higher",
+        headline=True,
         label="requests/s",
     ),
     # a round's median over requests of 1 / TPOT: the speed one user sees
     Metric(
-        name="decode_tok_s", unit="tok/s", direction="higher", headline=True,
+        name="decode_tok_s",
+        unit="tok/s",
+        direction="higher",
+        headline=True,
         label="decode tok/s",
     ),
     _latency("ttft", "p99", headline=True),
@@ -87,7 +93,7 @@ _HEADLINES: tuple[Metric, ...] = (
     _latency("itl", "median", headline=True),
     _latency("tpot", "median", headline=True),
     _latency("e2e", "median", headline=True),
-)  # fmt: skip
+)
 _ROUND: tuple[Metric, ...] = (
     _count("completed", "higher"),
     _count("errors", "lower"),

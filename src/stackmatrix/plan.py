@@ -21,9 +21,17 @@ from stackmatrix.spec_model import Cell, Spec
 # Bump when the way environments are built changes, so old environments are rebuilt.
 BUILDER_VERSION = 2
 ENV_FIELDS = (
-    "python", "cuda", "backend", "base_image", "pins", "index_url",
-    "extra_index_urls", "find_links", "torch_backend", "ca_certs",
-)  # fmt: skip
+    "python",
+    "cuda",
+    "backend",
+    "base_image",
+    "pins",
+    "index_url",
+    "extra_index_urls",
+    "find_links",
+    "torch_backend",
+    "ca_certs",
+)
 # Hashed only when set, so cells that do not use them keep their hashes (and envs).
 LAYER_FIELDS = ("inherit", "offline", "no_deps")
 RUN_FIELDS = ("env", "server_args", "gpus", "runs_on")

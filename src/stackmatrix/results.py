@@ -212,8 +212,12 @@ class CellDir:
         removed itself, a directory of such a name is left. Their names, sorted."""
         patterns = [*layout.LAUNCH_FILE_GLOBS, *map(layout.compressed, layout.LAUNCH_FILE_GLOBS)]
         with os.scandir(self.path) as entries:
-            names = sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False)
-                           and any(fnmatch.fnmatchcase(e.name, p) for p in patterns))  # fmt: skip
+            names = sorted(
+                e.name
+                for e in entries
+                if not e.is_dir(follow_symlinks=False)
+                and any(fnmatch.fnmatchcase(e.name, p) for p in patterns)
+            )
         for name in names:
             _remove(self.path / name)
         return names
@@ -351,10 +355,17 @@ def check_schema_version(raw: Mapping[str, object], path: Path) -> None:
 
 
 _RUN_FILES = (
-    layout.RUN_JSON, layout.PLAN_JSON, layout.SPEC_TOML, layout.WORKLOAD_JSON,
-    layout.WORKLOAD_JSONL, layout.BENCH_SCHEDULE, layout.REPORT_MD, layout.REPORT_HTML,
-    layout.REPORT_JSON, layout.REPORT_JUNIT,
-)  # fmt: skip
+    layout.RUN_JSON,
+    layout.PLAN_JSON,
+    layout.SPEC_TOML,
+    layout.WORKLOAD_JSON,
+    layout.WORKLOAD_JSONL,
+    layout.BENCH_SCHEDULE,
+    layout.REPORT_MD,
+    layout.REPORT_HTML,
+    layout.REPORT_JSON,
+    layout.REPORT_JUNIT,
+)
 
 
 def _remove(path: Path) -> None:

@@ -19,9 +19,21 @@ def run_spec(tmp_path: Path, spec_text: str) -> Path:
     spec.write_text(spec_text.format(py=PY, root=FAKEROOT))
     run = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "stackmatrix", "run", str(spec), "--output", str(run),
-         "--work-dir", str(tmp_path / "work")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "stackmatrix",
+            "run",
+            str(spec),
+            "--output",
+            str(run),
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return run

@@ -71,16 +71,26 @@ def run(
     truth = {"base": 1.0, **{f"c{i}": 1.0 + ch for i, ch in enumerate(changes)}}
     values: dict[str, list[list[float]]] = {c: [] for c in cells}
     starts: dict[str, list[int | None]] = {c: [] for c in cells}
-    th = Thresholds(min_effect=margin, plan=(low, high), spending=design.spending,
-                    position_from=design.position_from)  # fmt: skip
+    th = Thresholds(
+        min_effect=margin,
+        plan=(low, high),
+        spending=design.spending,
+        position_from=design.position_from,
+    )
     seed, clock, cost = rng.randrange(2**31), 0, 0
     cold = design.host_warmup is False  # the warm-up launch takes the cold start
     cost += 1 if design.host_warmup else 0
     active, verdicts = list(cells), dict.fromkeys(cells[1:], Verdict.INCONCLUSIVE)
     for cycle in range(1, high + 1):
         balance = _balance(starts) if design.evened else None
-        order = schedule({c: [cycle] for c in active}, cells, "balanced", seed,
-                         baseline="base" if design.evened else None, balance=balance)  # fmt: skip
+        order = schedule(
+            {c: [cycle] for c in active},
+            cells,
+            "balanced",
+            seed,
+            baseline="base" if design.evened else None,
+            balance=balance,
+        )
         for position, (cid, _) in enumerate(order):
             clock += 1
             cost += 1
@@ -92,14 +102,14 @@ def run(
             continue
         for cid in active[1:]:
             slots = (starts[cid], starts["base"])
-            verdicts[cid] = compare(values[cid], values["base"], metric="decode_tok_s",
-                                    thresholds=th, slots=slots).verdict  # fmt: skip
+            verdicts[cid] = compare(
+                values[cid], values["base"], metric="decode_tok_s", thresholds=th, slots=slots
+            ).verdict
         undecided = [c for c in active[1:] if not verdicts[c].decided]
         if not undecided:
             break
         active = ["base", *undecided]
-    return Outcome(verdicts=verdicts, launches={c: len(v) for c, v in values.items()},
-                   cost=cost)  # fmt: skip
+    return Outcome(verdicts=verdicts, launches={c: len(v) for c, v in values.items()}, cost=cost)
 
 
 def _balance(starts: dict[str, list[int | None]]) -> dict[str, int]:
@@ -112,9 +122,14 @@ def _balance(starts: dict[str, list[int | None]]) -> dict[str, int]:
 
 
 def _launch(
-    rng: random.Random, true: float, cycle: int, position: int, cid: str, noise: Noise,
+    rng: random.Random,
+    true: float,
+    cycle: int,
+    position: int,
+    cid: str,
+    noise: Noise,
     cold: bool,
-) -> float:  # fmt: skip
+) -> float:
     log_value = math.log(true) + rng.gauss(0.0, noise.launch_sd)
     log_value += noise.drift_per_cycle * cycle
     if cid != "base":
@@ -139,13 +154,20 @@ class Rates:
 
 
 def rates(
-    change: float, *, runs: int = 400, seed: int = 1, design: Design = NEW,
-    noise: Noise = H200, low: int = 3, high: int = 8,
-) -> Rates:  # fmt: skip
+    change: float,
+    *,
+    runs: int = 400,
+    seed: int = 1,
+    design: Design = NEW,
+    noise: Noise = H200,
+    low: int = 3,
+    high: int = 8,
+) -> Rates:
     """The verdicts of `runs` simulated runs of one candidate with a true `change`."""
     rng = random.Random(seed)
-    outcomes = [run(rng, [change], low=low, high=high, noise=noise, design=design)
-                for _ in range(runs)]  # fmt: skip
+    outcomes = [
+        run(rng, [change], low=low, high=high, noise=noise, design=design) for _ in range(runs)
+    ]
     verdicts = [o.verdicts["c0"] for o in outcomes]
     want = Verdict.FASTER if change > 0 else Verdict.SLOWER
     decided = sum(v.decided for v in verdicts)

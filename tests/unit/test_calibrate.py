@@ -57,9 +57,15 @@ def test_noise_note_names_the_cell_it_was_estimated_from() -> None:
 
 def test_render_lists_launches_and_detectable_changes() -> None:
     cal = Calibration(
-        launches=5, rounds_per_launch=2.0, per_launch_sd=0.05, launch_sd=0.04, within_sd=0.02,
-        alpha=0.05, power=0.8, detectable=((3, 0.2), (5, 0.1), (10, 0.02)),
-    )  # fmt: skip
+        launches=5,
+        rounds_per_launch=2.0,
+        per_launch_sd=0.05,
+        launch_sd=0.04,
+        within_sd=0.02,
+        alpha=0.05,
+        power=0.8,
+        detectable=((3, 0.2), (5, 0.1), (10, 0.02)),
+    )
     text = render("a", "decode_tok_s", [[70.0, 71.0], [65.0, 66.0]], cal, 0.05)
     assert "launch 1: 65.00, 66.00" in text
     assert "within-launch sd: 2.00%" in text

@@ -59,12 +59,24 @@ def test_properties_in_place_of_names() -> None:
 
 def test_the_unions_keep_the_registrys_order_each_name_once() -> None:
     assert engine_registry.extension_modules() == (
-        "sgl_kernel", "flashinfer", "sglang", "vllm", "flash_attn", "deep_gemm", "triton",
-        "xformers", "transformers",
-    )  # fmt: skip
+        "sgl_kernel",
+        "flashinfer",
+        "sglang",
+        "vllm",
+        "flash_attn",
+        "deep_gemm",
+        "triton",
+        "xformers",
+        "transformers",
+    )
     assert engine_registry.report_distributions() == (
-        "sglang", "sgl-kernel", "sglang-kernel", "flashinfer-python", "vllm", "transformers",
-    )  # fmt: skip
+        "sglang",
+        "sgl-kernel",
+        "sglang-kernel",
+        "flashinfer-python",
+        "vllm",
+        "transformers",
+    )
     assert engine_registry.jit_packages() == ("flashinfer-python", "sglang")
 
 

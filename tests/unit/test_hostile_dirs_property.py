@@ -211,9 +211,14 @@ def _cells(n: int) -> list[SyntheticCell]:
 
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = write_run(tmp_path_factory.mktemp("base") / "run", spec_name="kimi",
-                    baseline="cu128", cells=story_cells(launches=2, rounds=2),
-                    targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path_factory.mktemp("base") / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(launches=2, rounds=2),
+        targets=["sm_120"],
+        seed=7,
+    )
     with guarded():
         assert main(["report", str(run)]) == 0  # the matrix files are targets too
     return run
@@ -322,8 +327,18 @@ def current_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     spec.write_text(CURRENT_SPEC)
     run, work = root / "run", root / "work"
     with guarded():
-        rc = main(["run", str(spec), "--output", str(run), "--work-dir", str(work),
-                   "--reports-dir", str(root / "reports")])  # fmt: skip
+        rc = main(
+            [
+                "run",
+                str(spec),
+                "--output",
+                str(run),
+                "--work-dir",
+                str(work),
+                "--reports-dir",
+                str(root / "reports"),
+            ]
+        )
     assert rc == 0
     return spec, run, work
 
@@ -340,8 +355,17 @@ def test_resuming_a_hostile_run_is_a_run_or_exit_3(
         mutation.apply(run, box.outside_file, box.outside_dir)
         reports = box.root / "reports"
         before = snapshot(box.root, skip=[run])
-        argv = ["run", str(spec), "--output", str(run), "--resume", "--work-dir", str(work),
-                "--reports-dir", str(reports)]  # fmt: skip
+        argv = [
+            "run",
+            str(spec),
+            "--output",
+            str(run),
+            "--resume",
+            "--work-dir",
+            str(work),
+            "--reports-dir",
+            str(reports),
+        ]
         answer(argv, capsys, {0, 3})
         box.check_outside()
         assert snapshot(box.root, skip=[run]) == before  # no history beside it either
@@ -394,10 +418,22 @@ def test_a_results_directory_that_is_a_link_or_someone_elses_is_refused(
 
 
 RECORDED_IDS = st.one_of(
-    st.sampled_from(["../../outside-dir", "..", ".", "/etc", "cu128/../cu130", "a\x1b[31mb",
-                     "x\n::error::y", "\u202eevil", "", " cu128"]),
+    st.sampled_from(
+        [
+            "../../outside-dir",
+            "..",
+            ".",
+            "/etc",
+            "cu128/../cu130",
+            "a\x1b[31mb",
+            "x\n::error::y",
+            "\u202eevil",
+            "",
+            " cu128",
+        ]
+    ),
     st.text(max_size=40),
-)  # fmt: skip
+)
 
 
 @settings(SETTINGS, max_examples=40)

@@ -20,8 +20,23 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "stackmatrix"
 LAYOUT = SRC / "layout.py"
-SUFFIXES = ("json", "jsonl", "toml", "log", "out", "sh", "gz", "md", "html", "xml", "sqlite",
-            "lock", "txt", "csv", "yaml")  # fmt: skip
+SUFFIXES = (
+    "json",
+    "jsonl",
+    "toml",
+    "log",
+    "out",
+    "sh",
+    "gz",
+    "md",
+    "html",
+    "xml",
+    "sqlite",
+    "lock",
+    "txt",
+    "csv",
+    "yaml",
+)
 # a file-name-shaped word: `run.json`, `{}.log` (an f-string's field), `.live.json`, `*.toml`
 _CHARS = r"[\w.{}*/%-]"
 _NAME = re.compile(rf"(?<!{_CHARS})({_CHARS}*\.(?:{'|'.join(SUFFIXES)}))(?![\w.])")
@@ -32,8 +47,15 @@ _MODEL = "a file of a Hugging Face model directory, the engine's input"
 _CONTEXT = "the docker build context (build/_docker_context.py), not the results"
 _ENV = "a venv cell's own directory under the work directory, not the results"
 _CACHE = "the static-scan cache under the work directory, not the results"
-_COMPAT_FILES = ("loaders.toml", "cuda_driver.toml", "known_bad.toml", "features.toml",
-                 "switches.toml", "system_libs.toml", "nvcc_arch.toml")  # fmt: skip
+_COMPAT_FILES = (
+    "loaders.toml",
+    "cuda_driver.toml",
+    "known_bad.toml",
+    "features.toml",
+    "switches.toml",
+    "system_libs.toml",
+    "nvcc_arch.toml",
+)
 
 NOT_RESULTS: dict[str, dict[str, str]] = {
     "_datadir.py": {"loaders.toml": _COMPAT},

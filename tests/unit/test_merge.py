@@ -258,13 +258,19 @@ def _planned(root: Path, cell: str, **entry: object) -> None:
 @pytest.mark.parametrize(
     ("first", "second", "said"),
     [
-        ({"content_hash": "a" * 64}, {"content_hash": "b" * 64},
-         f"content_hash {'a' * 12} vs {'b' * 12}"),
-        ({"definition": {"pins": ["x==1"], "python": "3.11"}},
-         {"definition": {"pins": ["x==2"], "python": "3.11"}}, "definition: pins"),
+        (
+            {"content_hash": "a" * 64},
+            {"content_hash": "b" * 64},
+            f"content_hash {'a' * 12} vs {'b' * 12}",
+        ),
+        (
+            {"definition": {"pins": ["x==1"], "python": "3.11"}},
+            {"definition": {"pins": ["x==2"], "python": "3.11"}},
+            "definition: pins",
+        ),
         ({"run_hash": "r1"}, {}, "run_hash"),
     ],
-)  # fmt: skip
+)
 def test_pieces_that_plan_a_cell_otherwise_are_refused(
     pieces, tmp_path, capsys, first, second, said
 ):

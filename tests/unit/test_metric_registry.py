@@ -14,10 +14,17 @@ from stackmatrix.report import _fmt, stats
 
 def _rec(index: int, *, cached: int | None = None, error: str | None = None) -> RequestRecord:
     return RequestRecord(
-        index=index, ttft_s=0.1, itl_s=[0.02, 0.03], e2e_s=0.15, output_tokens=3,
-        output_tokens_source="usage", queue_wait_s=0.0, error=error, prompt_tokens=10,
+        index=index,
+        ttft_s=0.1,
+        itl_s=[0.02, 0.03],
+        e2e_s=0.15,
+        output_tokens=3,
+        output_tokens_source="usage",
+        queue_wait_s=0.0,
+        error=error,
+        prompt_tokens=10,
         cached_tokens=cached,
-    )  # fmt: skip
+    )
 
 
 def _computed() -> set[str]:

@@ -49,12 +49,21 @@ def _written(run: RunDir, phase: str, cell: str = "a") -> JSONObject:
 class _Refusing:
     """A backend whose resolver refuses the cell's pins."""
 
-    finding = Finding(code="SM-RESOLVE-FAILED", severity=Severity.FAIL, cell="a",
-                      subject="torch==9", message="uv said no")  # fmt: skip
+    finding = Finding(
+        code="SM-RESOLVE-FAILED",
+        severity=Severity.FAIL,
+        cell="a",
+        subject="torch==9",
+        message="uv said no",
+    )
 
     def build(self, cell: Cell, **kw: object) -> BuildOutcome:
-        return BuildOutcome.failed("resolution_failed", "uv said no", findings=(self.finding,),
-                                   data={"timings": {"compile": 1.5}})  # fmt: skip
+        return BuildOutcome.failed(
+            "resolution_failed",
+            "uv said no",
+            findings=(self.finding,),
+            data={"timings": {"compile": 1.5}},
+        )
 
 
 def test_a_failed_build_raises_fail_with_what_build_json_keeps(
@@ -70,11 +79,18 @@ def test_a_failed_build_raises_fail_with_what_build_json_keeps(
     result = build_phase(run, opts, planned, said)["a"]
     written = _written(run, "build")
     assert (written["status"], written["code"], written["message"]) == (
-        "failed", "resolution_failed", "uv said no")  # fmt: skip
+        "failed",
+        "resolution_failed",
+        "uv said no",
+    )
     assert written["inputs_hash"] == pc.content_hash
     assert written["findings"] == [_Refusing.finding.to_dict()]
-    assert written["data"] == {"lock": [], "reused": False, "content_hash": pc.content_hash,
-                               "timings": {"compile": 1.5}}  # fmt: skip
+    assert written["data"] == {
+        "lock": [],
+        "reused": False,
+        "content_hash": pc.content_hash,
+        "timings": {"compile": 1.5},
+    }
     assert result.finished and said.lines[-1].startswith("build a failed (resolution_failed)")
 
 
@@ -84,7 +100,10 @@ def test_checking_an_unbuilt_cell_is_skipped(tmp_path: Path) -> None:
     result = check_phase(run, opts, planned, said)["a"]
     written = _written(run, "check")
     assert (written["status"], written["code"], written["message"]) == (
-        "skipped", "not_built", UNBUILT)  # fmt: skip
+        "skipped",
+        "not_built",
+        UNBUILT,
+    )
     assert written["findings"] == [] and written["data"] == {} and written["finished"]
     assert PhaseResult.from_dict(written).complete and result.complete
     assert said.lines[0] == "check a checking"
@@ -96,7 +115,10 @@ def test_a_spec_without_a_bench_skips_every_cell_s_bench(tmp_path: Path) -> None
     results = bench_phase(run, opts, planned, _Said())
     written = _written(run, "bench")
     assert (written["status"], written["code"], written["message"]) == (
-        "skipped", "no_bench", "the spec has no [bench] section")  # fmt: skip
+        "skipped",
+        "no_bench",
+        "the spec has no [bench] section",
+    )
     assert written["inputs_hash"] == "" and written["started"] and written["finished"]
     assert results["a"].complete
 

@@ -54,8 +54,14 @@ def test_a_full_disk_writing_the_workload_is_each_cell_s_status(
 ) -> None:
     run, opts = _run(tmp_path)
     # b finished in an earlier run of these results: its result stands
-    done = PhaseResult(phase="bench", cell="b", status=Status.OK, inputs_hash="x",
-                       started=now_iso(), finished=now_iso())  # fmt: skip
+    done = PhaseResult(
+        phase="bench",
+        cell="b",
+        status=Status.OK,
+        inputs_hash="x",
+        started=now_iso(),
+        finished=now_iso(),
+    )
     run.cell("b").write(done)
 
     def full(*args: object, **kw: object) -> str:

@@ -111,10 +111,16 @@ def test_a_body_that_raises_skip_is_skipped_with_its_code_and_message(tmp_path: 
 
 def test_a_body_that_raises_fail_is_failed_with_its_findings_and_data(tmp_path: Path) -> None:
     cell = _cell(tmp_path)
-    finding = Finding(code="SM-RESOLVE-FAILED", severity=Severity.FAIL, cell="a",
-                      subject="torch==9", message="no such version")  # fmt: skip
-    said = Fail("resolution_failed", "uv said no", findings=(finding,),
-                data={"timings": {"compile": 1.5}})  # fmt: skip
+    finding = Finding(
+        code="SM-RESOLVE-FAILED",
+        severity=Severity.FAIL,
+        cell="a",
+        subject="torch==9",
+        message="no such version",
+    )
+    said = Fail(
+        "resolution_failed", "uv said no", findings=(finding,), data={"timings": {"compile": 1.5}}
+    )
     result = run_phase(cell, "build", "h1", _raising(said))
     assert (result.status, result.code) == (Status.FAILED, "resolution_failed")
     assert result.message == "uv said no" and result.findings == [finding]
@@ -151,7 +157,10 @@ def test_an_outcome_keeps_what_the_result_has_unless_it_says_otherwise() -> None
     result.findings, result.data = [kept], {"launches": [1]}
     apply(result, Fail("server_failed", "launch 2: died", findings=(added,)))
     assert (result.status, result.code, result.message) == (
-        Status.FAILED, "server_failed", "launch 2: died")  # fmt: skip
+        Status.FAILED,
+        "server_failed",
+        "launch 2: died",
+    )
     assert result.findings == [kept, added] and result.data == {"launches": [1]}
     assert isinstance(Skip("a", "b"), Outcome) and Skip("a", "b").status is Status.SKIPPED
 
@@ -165,7 +174,10 @@ def test_a_phase_that_did_not_run_here_is_written_at_once(tmp_path: Path) -> Non
     read = cell.read("build")
     assert read is not None and read == _rounded(result)
     assert (read.status, read.code, read.message) == (
-        Status.FAILED, "slurm_job_failed", "Slurm job 7 FAILED")  # fmt: skip
+        Status.FAILED,
+        "slurm_job_failed",
+        "Slurm job 7 FAILED",
+    )
     assert (read.inputs_hash, read.started) == ("h1", asked) and read.finished > asked
     skipped = write(cell, "bench", Skip("no_bench", "the spec has no [bench] section"))
     assert skipped.inputs_hash == "" and skipped.started and skipped.complete

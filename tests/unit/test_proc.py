@@ -285,8 +285,9 @@ def test_a_child_dies_with_a_sigkilled_parent(tmp_path: Path, sleeper_pidfile: P
     src = str(Path(_proc.__file__).parents[1])
     helper = subprocess.Popen(
         [sys.executable, "-c", code, str(tmp_path / "server"), *_sleeper(sleeper_pidfile)],
-        env={**os.environ, "PYTHONPATH": src}, start_new_session=True,
-    )  # fmt: skip
+        env={**os.environ, "PYTHONPATH": src},
+        start_new_session=True,
+    )
     try:
         _wait_for(lambda: sleeper_pidfile.is_file() and sleeper_pidfile.read_text() != "")
         child = int(sleeper_pidfile.read_text())

@@ -108,13 +108,30 @@ def test_a_launch_is_written_with_its_keys_in_the_order_bench_json_has() -> None
     """bench/ writes launches through `to_dict`: a failed one (teardown null, as when no
     server started) comes back key for key and in the same order."""
     raw: JSONObject = {
-        "index": 1, "sequence": 3, "started": "t0", "env_facts": {"before": {}, "after": {}},
-        "status": "failed", "rounds": [{"index": 1, "metrics": {}, "requests_file": "r",
-        "warmup_errors": 0, "client_workers": 2, "client_cpu_shares": [0.1, 0.2]}],
-        "launch_argv": ["serve"], "points": {"c4": {"rounds": [], "summary": {}}},
-        "code": "server_failed", "message": "died", "teardown": None, "finished": "t1",
-        "summary": {}, "effective_config": {"k": 1},
-    }  # fmt: skip
+        "index": 1,
+        "sequence": 3,
+        "started": "t0",
+        "env_facts": {"before": {}, "after": {}},
+        "status": "failed",
+        "rounds": [
+            {
+                "index": 1,
+                "metrics": {},
+                "requests_file": "r",
+                "warmup_errors": 0,
+                "client_workers": 2,
+                "client_cpu_shares": [0.1, 0.2],
+            }
+        ],
+        "launch_argv": ["serve"],
+        "points": {"c4": {"rounds": [], "summary": {}}},
+        "code": "server_failed",
+        "message": "died",
+        "teardown": None,
+        "finished": "t1",
+        "summary": {},
+        "effective_config": {"k": 1},
+    }
     written = LaunchRecord.from_dict(raw).to_dict()
     assert json.dumps(written) == json.dumps(raw)
 

@@ -89,9 +89,14 @@ def test_an_unreadable_phase_result_names_its_file(tmp_path: Path) -> None:
 
 def _result(phase: str, message: str = "") -> PhaseResult:
     return PhaseResult(
-        phase=phase, cell="a", status=Status.OK, inputs_hash="h", finished="t", message=message,
+        phase=phase,
+        cell="a",
+        status=Status.OK,
+        inputs_hash="h",
+        finished="t",
+        message=message,
         data={"extensions": [{"path": f"lib{i}.so"} for i in range(50)]},
-    )  # fmt: skip
+    )
 
 
 def _compress(path: Path) -> Path:

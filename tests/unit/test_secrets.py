@@ -64,13 +64,27 @@ def test_tokenizer_settings_are_configuration_not_secrets() -> None:
     # Real resolved server args of sglang 0.5.14: a tokenizer change between
     # cells must stay visible, while credentials stay hidden.
     kept = [
-        "tokenizer_path", "tokenizer_mode", "tokenizer_worker_num", "skip_tokenizer_init",
-        "max_total_tokens", "max_prefill_tokens", "chunked_prefill_size", "keyfile",
-    ]  # fmt: skip
+        "tokenizer_path",
+        "tokenizer_mode",
+        "tokenizer_worker_num",
+        "skip_tokenizer_init",
+        "max_total_tokens",
+        "max_prefill_tokens",
+        "chunked_prefill_size",
+        "keyfile",
+    ]
     hidden = [
-        "hf_token", "api_key", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "admin-api-key",
-        "ssl_keyfile_password", "authorization", "hfToken", "GITHUB_TOKEN", "OPENAI_KEY",
-    ]  # fmt: skip
+        "hf_token",
+        "api_key",
+        "AWS_SECRET_ACCESS_KEY",
+        "HF_TOKEN",
+        "admin-api-key",
+        "ssl_keyfile_password",
+        "authorization",
+        "hfToken",
+        "GITHUB_TOKEN",
+        "OPENAI_KEY",
+    ]
     assert [k for k in kept if is_secret_name(k)] == []
     assert [k for k in hidden if not is_secret_name(k)] == []
 
@@ -103,8 +117,16 @@ def test_credentials_in_urls_keep_the_user_and_host() -> None:
 
 
 def test_secret_values_from_flags_and_environment() -> None:
-    argv = ["serve", "--api-key", "k-12345", "--hf-token=hf-abcdef", "--port", "30000",
-            "--tokenizer-path", "/models/tok"]  # fmt: skip
+    argv = [
+        "serve",
+        "--api-key",
+        "k-12345",
+        "--hf-token=hf-abcdef",
+        "--port",
+        "30000",
+        "--tokenizer-path",
+        "/models/tok",
+    ]
     env = {"HF_TOKEN": "tok-999", "MAX_TOTAL_TOKENS": "4096", "AUTH": ""}
     assert secret_values(argv, env) == {"k-12345", "hf-abcdef", "tok-999"}
     assert secret_values(["--api-key", "x"]) == set()  # too short to hide safely
@@ -120,9 +142,9 @@ def test_redact_files_rewrites_only_what_holds_a_secret(tmp_path: Path) -> None:
     link.symlink_to(log)
     redact_files(log, clean, link, tmp_path / "missing.log", known=["k-12345"])
     assert log.read_bytes() == (
-        f"ServerArgs(api_key='{REDACTED}', port=1)\nfrom https://u:{REDACTED}@h/simple\n"
-        .encode() + b"\xff\n"
-    )  # fmt: skip
+        f"ServerArgs(api_key='{REDACTED}', port=1)\nfrom https://u:{REDACTED}@h/simple\n".encode()
+        + b"\xff\n"
+    )
     assert clean.stat().st_mtime_ns == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clean.log", "link.log", "server.log"]
 
@@ -138,15 +160,38 @@ def test_spec_text_hides_every_value_of_a_secret_flag() -> None:
     assert f'"--hf-token={REDACTED}", "--api-key", "{REDACTED}", "--tp", "8"' in hidden
     assert '"--tokenizer-path", "/models/tok"' in hidden
     argv = ["--hf-token=hf-planted-1", "--api-key", "planted-2", "--db-pass", "planted-3"]
-    assert redact_argv(argv) == [f"--hf-token={REDACTED}", "--api-key", REDACTED,
-                                 "--db-pass", REDACTED]  # fmt: skip
+    assert redact_argv(argv) == [
+        f"--hf-token={REDACTED}",
+        "--api-key",
+        REDACTED,
+        "--db-pass",
+        REDACTED,
+    ]
 
 
 def test_more_credential_names_and_words_that_only_look_like_one() -> None:
-    hidden = ["MY_CREDS", "DB_PASS", "PGPASS", "PASSPHRASE", "PGPASSWORD", "GPG_PASSPHRASE",
-              "db-pass", "dbPass", "authkey", "auth_token"]  # fmt: skip
-    kept = ["PASSTHROUGH_MODE", "COMPASS", "BYPASS", "enable_forward_pass_metrics",
-            "pass_rate", "credit", "keyfile", "tokenizer_path"]  # fmt: skip
+    hidden = [
+        "MY_CREDS",
+        "DB_PASS",
+        "PGPASS",
+        "PASSPHRASE",
+        "PGPASSWORD",
+        "GPG_PASSPHRASE",
+        "db-pass",
+        "dbPass",
+        "authkey",
+        "auth_token",
+    ]
+    kept = [
+        "PASSTHROUGH_MODE",
+        "COMPASS",
+        "BYPASS",
+        "enable_forward_pass_metrics",
+        "pass_rate",
+        "credit",
+        "keyfile",
+        "tokenizer_path",
+    ]
     assert [k for k in hidden if not is_secret_name(k)] == []
     assert [k for k in kept if is_secret_name(k)] == []
 

@@ -46,8 +46,11 @@ def test_inspect_stopped_by_a_signal_leaves_no_temporary_directory(tmp_path, sig
     env = {**os.environ, "TMPDIR": str(tmp)}
     proc = subprocess.Popen(
         [sys.executable, "-c", SLOW_INSPECT, str(wheel)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "extracting\n"
         assert [p.name[:16] for p in tmp.iterdir()] == ["stackmatrix-whl-"]
@@ -64,13 +67,19 @@ def test_inspect_stopped_by_a_signal_leaves_no_temporary_directory(tmp_path, sig
 
 @pytest.mark.parametrize(
     ("argv", "func", "resume"),
-    [(["inspect", "x.whl"], "cmd_inspect", False), (["validate", "s.toml"], "cmd_validate", False),
-     (["run", "s.toml"], "cmd_run", True)],
-)  # fmt: skip
+    [
+        (["inspect", "x.whl"], "cmd_inspect", False),
+        (["validate", "s.toml"], "cmd_validate", False),
+        (["run", "s.toml"], "cmd_run", True),
+    ],
+)
 def test_the_interrupted_message_suggests_resume_only_where_there_is_one(
-    argv: list[str], func: str, resume: bool,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    argv: list[str],
+    func: str,
+    resume: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from stackmatrix import _commands, cli
 
     def stopped(args: object) -> int:

@@ -73,11 +73,21 @@ def test_baseline_did_you_mean() -> None:
 
 def test_explain_cells_name_cells_other_than_the_baseline() -> None:
     cells = [{"id": "cu128"}, {"id": "cu130"}, {"id": "eager"}]
-    ok = parse_spec({"name": "m", "baseline": "cu128", "cell": cells,
-                     "report": {"explain": True, "explain_cells": ["eager"]}})  # fmt: skip
+    ok = parse_spec(
+        {
+            "name": "m",
+            "baseline": "cu128",
+            "cell": cells,
+            "report": {"explain": True, "explain_cells": ["eager"]},
+        }
+    )
     assert ok.report.explain_cells == ("eager",)
-    raw = {"name": "m", "baseline": "cu128", "cell": cells,
-           "report": {"explain_cells": ["eagr", "cu128"]}}  # fmt: skip
+    raw = {
+        "name": "m",
+        "baseline": "cu128",
+        "cell": cells,
+        "report": {"explain_cells": ["eagr", "cu128"]},
+    }
     found = problems(raw)
     assert any("'eagr' is not a cell; did you mean 'eager'?" in p for p in found), found
     assert any("'cu128' is the baseline" in p for p in found), found
@@ -355,10 +365,14 @@ def test_a_directory_is_not_a_spec(tmp_path: Path) -> None:
 
 # What TOML can hold (no null), with the words a spec uses, under the keys it knows.
 SCALAR = (
-    st.datetimes() | st.dates() | st.booleans() | st.integers(-5, 10**19) | st.floats()
+    st.datetimes()
+    | st.dates()
+    | st.booleans()
+    | st.integers(-5, 10**19)
+    | st.floats()
     | st.text(max_size=12)
     | st.sampled_from(["a", "b", "3.11", "12.8", "venv", "sm_90", "six==1", "https://x/s", ""])
-)  # fmt: skip
+)
 NAMES = st.sampled_from([*CELL_KEYS, "label", "x"]) | st.text(max_size=5)
 VALUE = st.recursive(
     SCALAR, lambda i: st.lists(i, max_size=3) | st.dictionaries(NAMES, i, max_size=4), max_leaves=10
@@ -396,17 +410,29 @@ def test_any_spec_is_a_spec_or_its_problems(raw: dict[str, object]) -> None:
 
 
 def test_layering_fields_for_an_air_gapped_host() -> None:
-    cell = {"id": "a", "inherit": "current", "offline": True, "no_deps": True,
-            "find_links": ["/opt/wheels"], "pins": ["sglang==0.5.14"]}  # fmt: skip
+    cell = {
+        "id": "a",
+        "inherit": "current",
+        "offline": True,
+        "no_deps": True,
+        "find_links": ["/opt/wheels"],
+        "pins": ["sglang==0.5.14"],
+    }
     spec = parse_spec({"name": "m", "cell": [cell]})
     got = spec.cell("a")
     assert (got.inherit, got.offline, got.no_deps) == ("current", True, True)
-    found = problems({"name": "m", "cell": [
-        {"id": "a", "offline": "yes"},
-        {"id": "b", "backend": "docker", "inherit": "current"},
-        {"id": "c", "offline": True, "pins": ["six"]},
-        {"id": "d", "inherit": "python3"},
-    ], "baseline": "a"})  # fmt: skip
+    found = problems(
+        {
+            "name": "m",
+            "cell": [
+                {"id": "a", "offline": "yes"},
+                {"id": "b", "backend": "docker", "inherit": "current"},
+                {"id": "c", "offline": True, "pins": ["six"]},
+                {"id": "d", "inherit": "python3"},
+            ],
+            "baseline": "a",
+        }
+    )
     text = "\n".join(found)
     assert "expected true or false" in text
     assert "applies to the venv backend only, not 'docker'" in text
@@ -438,8 +464,11 @@ def _validate_bounded(path: Path) -> tuple[int, str]:
 
     proc = subprocess.run(
         [sys.executable, "-c", _BOUNDED, str(path)],
-        capture_output=True, text=True, timeout=20, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
     return proc.returncode, proc.stderr
 
 
@@ -472,11 +501,23 @@ def test_axes_and_cells_are_bounded(tmp_path: Path) -> None:
 
 def test_bench_sizes_have_sane_maxima() -> None:
     big = 10**18
-    raw = {**MINIMAL, "bench": {"model": "m", "launches": big, "rounds": big,
-           "workload": {"num_prompts": big, "input_len": big, "output_len": big}}}  # fmt: skip
+    raw = {
+        **MINIMAL,
+        "bench": {
+            "model": "m",
+            "launches": big,
+            "rounds": big,
+            "workload": {"num_prompts": big, "input_len": big, "output_len": big},
+        },
+    }
     text = "\n".join(problems(raw))
-    for key in ("launches", "rounds", "workload.num_prompts", "workload.input_len",
-                "workload.output_len"):  # fmt: skip
+    for key in (
+        "launches",
+        "rounds",
+        "workload.num_prompts",
+        "workload.input_len",
+        "workload.output_len",
+    ):
         assert f"bench.{key}: {big} is above the maximum" in text
     raw["bench"] = {"model": "m", "workload": {"num_prompts": 200_000, "input_len": 1000}}
     assert "num_prompts x input_len = 200000000 prompt tokens" in "\n".join(problems(raw))
@@ -511,8 +552,11 @@ def test_an_empty_or_unknown_generated_model_is_a_problem() -> None:
 
 
 def _with_points(points: object) -> dict[str, object]:
-    bench = {"model": "m", "workload": {"input_len": 100, "output_len": 20, "max_concurrency": 1},
-             "points": points}  # fmt: skip
+    bench = {
+        "model": "m",
+        "workload": {"input_len": 100, "output_len": 20, "max_concurrency": 1},
+        "points": points,
+    }
     return {**MINIMAL, "bench": bench}
 
 
@@ -533,12 +577,18 @@ def test_load_points_take_the_headline_workload_with_overrides() -> None:
 
 
 def test_bad_load_points_are_named() -> None:
-    found = "\n".join(problems(_with_points([
-        {"max_concurrency": 4},
-        {"name": "../x", "max_concurrency": 4},
-        {"name": "c8", "max_concurency": 8},
-        {"name": "c8", "max_concurrency": 0, "metric": "speed"},
-    ])))  # fmt: skip
+    found = "\n".join(
+        problems(
+            _with_points(
+                [
+                    {"max_concurrency": 4},
+                    {"name": "../x", "max_concurrency": 4},
+                    {"name": "c8", "max_concurency": 8},
+                    {"name": "c8", "max_concurrency": 0, "metric": "speed"},
+                ]
+            )
+        )
+    )
     assert "bench.points[0].name: missing" in found
     assert "bench.points[1].name: '../x'" in found
     assert "bench.points[2].max_concurency:" in found and "max_concurrency" in found
@@ -557,13 +607,21 @@ def test_a_file_load_point_without_a_path_is_a_problem_now_not_at_the_bench() ->
 
 def test_url_passwords_never_reach_a_validation_message() -> None:
     pw = "s3cr3t-pw"
-    raw = {"name": "m", "cell": [{
-        "id": "a",
-        "index_url": f"https://user:{pw}@host/simple; rm -rf /",
-        "extra_index_urls": [f"ftp://user:{pw}@host/simple"],
-        "find_links": [f"https://user:{pw}@host/links|x"],
-        "pins": [f"torch @ https://user:{pw}@host/t.whl;$(id)", f"bad pin https://u:{pw}@h/"],
-    }]}  # fmt: skip
+    raw = {
+        "name": "m",
+        "cell": [
+            {
+                "id": "a",
+                "index_url": f"https://user:{pw}@host/simple; rm -rf /",
+                "extra_index_urls": [f"ftp://user:{pw}@host/simple"],
+                "find_links": [f"https://user:{pw}@host/links|x"],
+                "pins": [
+                    f"torch @ https://user:{pw}@host/t.whl;$(id)",
+                    f"bad pin https://u:{pw}@h/",
+                ],
+            }
+        ],
+    }
     found = problems(raw)
     assert len(found) == 5 and not [x for x in found if pw in x]
     assert "'https://user:***@host/simple; rm -rf /'" in "\n".join(found)
@@ -604,10 +662,12 @@ def test_client_workers_is_a_count_or_auto() -> None:
 def test_a_warmup_smaller_than_the_measured_batch_is_warned_about() -> None:
     from stackmatrix.spec_model import warmup_advice
 
-    raw = _with_points([
-        {"name": "c32", "max_concurrency": 32, "num_prompts": 64, "warmup": 32},
-        {"name": "c8", "max_concurrency": 8, "num_prompts": 64, "warmup": 2},
-    ])  # fmt: skip
+    raw = _with_points(
+        [
+            {"name": "c32", "max_concurrency": 32, "num_prompts": 64, "warmup": 32},
+            {"name": "c8", "max_concurrency": 8, "num_prompts": 64, "warmup": 2},
+        ]
+    )
     headline = raw["bench"]["workload"]  # type: ignore[index]
     headline.update(max_concurrency=16, num_prompts=32, warmup=4)
     spec = parse_spec(raw)
@@ -626,8 +686,12 @@ def test_steady_warmup_and_min_duration_keys() -> None:
     assert spec.bench is not None and spec.bench.steady_warmup is True
     assert (spec.bench.warmup_max_batches, spec.bench.steady_tolerance) == (8, 0.05)
     assert spec.bench.min_duration_s == 0.0
-    keys = {"steady_warmup": False, "warmup_max_batches": 3, "steady_tolerance": 0.1,
-            "min_duration_s": 30}  # fmt: skip
+    keys = {
+        "steady_warmup": False,
+        "warmup_max_batches": 3,
+        "steady_tolerance": 0.1,
+        "min_duration_s": 30,
+    }
     spec = parse_spec(bench(**keys))
     assert spec.bench is not None and not spec.bench.steady_warmup
     assert (spec.bench.warmup_max_batches, spec.bench.steady_tolerance) == (3, 0.1)

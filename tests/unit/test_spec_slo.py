@@ -56,9 +56,17 @@ def test_an_slo_is_read_into_bounds_in_a_fixed_order() -> None:
 
 
 def test_every_bad_bound_is_reported_at_once_with_its_key_path() -> None:
-    found = _problems({"ttft_p95_ms": 10, "tpot_p99_ms": -1, "itl_p50_ms": math.nan,
-                       "e2e_p90_ms": math.inf, "ttft_p99_ms": "2s", "tpot_p90_ms": True,
-                       "e2e_p99_ms": 0})  # fmt: skip
+    found = _problems(
+        {
+            "ttft_p95_ms": 10,
+            "tpot_p99_ms": -1,
+            "itl_p50_ms": math.nan,
+            "e2e_p90_ms": math.inf,
+            "ttft_p99_ms": "2s",
+            "tpot_p90_ms": True,
+            "e2e_p99_ms": 0,
+        }
+    )
     text = "\n".join(found)
     assert "report.slo.ttft_p95_ms: unknown key 'ttft_p95_ms'; did you mean" in text
     assert "report.slo.tpot_p99_ms: -1 ms is no bound: a latency bound is above 0 ms" in text

@@ -299,8 +299,12 @@ class _Rounds:
             if verdict.steady:
                 return cur.errors
             prev = cur
-        log.warning("launch %s: not steady after %d warm-up batches (%s); measured anyway",
-                    self.k, steady.max_batches, steady.batches[-1][1].reason)  # fmt: skip
+        log.warning(
+            "launch %s: not steady after %d warm-up batches (%s); measured anyway",
+            self.k,
+            steady.max_batches,
+            steady.batches[-1][1].reason,
+        )
         return steady.batches[-1][0].errors
 
     def _round(

@@ -23,8 +23,11 @@ class Mapped:
     truncated: bool
 
     def to_dict(self) -> JSONObject:
-        return {"processes": self.processes, "libraries": list(self.libraries),
-                "truncated": self.truncated}  # fmt: skip
+        return {
+            "processes": self.processes,
+            "libraries": list(self.libraries),
+            "truncated": self.truncated,
+        }
 
 
 def shared_objects(maps_text: str) -> set[str]:
@@ -60,5 +63,8 @@ def server_mapped(pgid: int) -> Mapped | None:
     if not read:
         return None
     ordered = sorted(found)
-    return Mapped(processes=read, libraries=tuple(ordered[:MAX_LIBRARIES]),
-                  truncated=len(ordered) > MAX_LIBRARIES)  # fmt: skip
+    return Mapped(
+        processes=read,
+        libraries=tuple(ordered[:MAX_LIBRARIES]),
+        truncated=len(ordered) > MAX_LIBRARIES,
+    )

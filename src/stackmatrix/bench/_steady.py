@@ -77,9 +77,12 @@ def judge(cur: BatchFigures, prev: BatchFigures | None, tolerance: float) -> Ste
     reference = min(prev.ttft_median_s, cur.ttft_median_s or prev.ttft_median_s)
     limit = TTFT_FACTOR * reference + TTFT_SLACK_S
     if cur.ttft_max_s > limit:
-        return SteadyVerdict(steady=False, reason=(
-            f"largest TTFT {_ms(cur.ttft_max_s)} ms > 2 x the median "
-            f"{_ms(reference)} ms + 5 ms"))  # fmt: skip
+        return SteadyVerdict(
+            steady=False,
+            reason=(
+                f"largest TTFT {_ms(cur.ttft_max_s)} ms > 2 x the median {_ms(reference)} ms + 5 ms"
+            ),
+        )
     return _judge_tpot(cur, prev, tolerance)
 
 
@@ -88,9 +91,13 @@ def _judge_tpot(cur: BatchFigures, prev: BatchFigures, tolerance: float) -> Stea
         return SteadyVerdict(steady=True, reason="TTFT steady; no TPOT measurable (TTFT alone)")
     change = abs(cur.tpot_median_s - prev.tpot_median_s) / prev.tpot_median_s
     if change > tolerance:
-        return SteadyVerdict(steady=False, reason=(
-            f"median TPOT {_ms(cur.tpot_median_s)} ms vs {_ms(prev.tpot_median_s)} ms "
-            f"before: {change:.1%} > {tolerance:.1%}"))  # fmt: skip
+        return SteadyVerdict(
+            steady=False,
+            reason=(
+                f"median TPOT {_ms(cur.tpot_median_s)} ms vs {_ms(prev.tpot_median_s)} ms "
+                f"before: {change:.1%} > {tolerance:.1%}"
+            ),
+        )
     return SteadyVerdict(steady=True, reason=f"TTFT steady; median TPOT within {change:.1%}")
 
 

@@ -66,9 +66,13 @@ def look(
         if cid == spec.baseline or st.failed:
             continue
         out[cid] = compare(
-            _values(st, metric), _values(base, metric), metric=metric, thresholds=th,
-            blocks=(_blocks(st), _blocks(base)), slots=(_slots(st), _slots(base)),
-        )  # fmt: skip
+            _values(st, metric),
+            _values(base, metric),
+            metric=metric,
+            thresholds=th,
+            blocks=(_blocks(st), _blocks(base)),
+            slots=(_slots(st), _slots(base)),
+        )
     return out
 
 

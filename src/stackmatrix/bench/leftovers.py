@@ -56,8 +56,14 @@ def record_path(log_path: Path) -> Path:
     return log_path.with_name(layout.live_record(log_path.stem))
 
 
-def record(log_path: Path, proc: subprocess.Popen[bytes], port: int, backend: str,
-           handle: str | None, nonce: str) -> Path:  # fmt: skip
+def record(
+    log_path: Path,
+    proc: subprocess.Popen[bytes],
+    port: int,
+    backend: str,
+    handle: str | None,
+    nonce: str,
+) -> Path:
     """`nonce`: the one `proc` was started with in its environment (`NONCE_ENV`)."""
     path = record_path(log_path)
     _atomic.write_json(

@@ -90,9 +90,20 @@ def run_bench_phase(
             states[cid] = prepared
     plan = adaptive.Plan.of(bench)
     seed = _seed(spec, run_dir)
-    cycles = _Cycles(spec=spec, bench=bench, engine=engine, states=states,
-                     model=model, wl=wl, wl_hash=wl_hash, points=points,
-                     say=say, order=order, seed=seed, run_dir=run_dir)  # fmt: skip
+    cycles = _Cycles(
+        spec=spec,
+        bench=bench,
+        engine=engine,
+        states=states,
+        model=model,
+        wl=wl,
+        wl_hash=wl_hash,
+        points=points,
+        say=say,
+        order=order,
+        seed=seed,
+        run_dir=run_dir,
+    )
     if plan.adaptive:
         _record_planned(states, plan)
     try:
@@ -108,8 +119,11 @@ def run_bench_phase(
             more = adaptive.next_cells(spec, plan, states, verdicts)
             _record_plan(states, plan, verdicts, stopped=not more)
             for cid, c in verdicts.items():
-                say(cid, f"after {len(states[cid].launches)} launch(es): {c.verdict.value}"
-                    + ("" if more else " (final)"))  # fmt: skip
+                say(
+                    cid,
+                    f"after {len(states[cid].launches)} launch(es): {c.verdict.value}"
+                    + ("" if more else " (final)"),
+                )
             if not more:
                 break
             target = min(plan.high, max(len(states[c].launches) for c in more) + 1)
@@ -162,9 +176,14 @@ class _Cycles:
             for cid in cells
             if cid in self.states and not self.states[cid].failed
         }
-        slots = schedule.schedule(pending, list(self.spec_order()), self.order, self.seed,
-                                  baseline=self.spec.baseline,
-                                  balance=balance(self.states, self.spec.baseline))  # fmt: skip
+        slots = schedule.schedule(
+            pending,
+            list(self.spec_order()),
+            self.order,
+            self.seed,
+            baseline=self.spec.baseline,
+            balance=balance(self.states, self.spec.baseline),
+        )
         for st in self.states.values():
             planned: JSONObject = {"order": self.order, "order_seed": self.seed}
             st.data = dataclasses.replace(st.data, extra={**st.data.extra, "order": planned})
@@ -174,8 +193,16 @@ class _Cycles:
             # before this process's first launch, whichever call plans it: a resumed run
             # whose first cycles were complete still starts on a cold machine
             self.warmed = True
-            warm_up(self.bench, self.engine, self.states, slots, self.model, self.wl, self.say,
-                    self.points)  # fmt: skip
+            warm_up(
+                self.bench,
+                self.engine,
+                self.states,
+                slots,
+                self.model,
+                self.wl,
+                self.say,
+                self.points,
+            )
         for cid, k in slots:
             self.seq += 1
             self._launch(cid, k, len(slots))
@@ -189,11 +216,13 @@ class _Cycles:
             return
         self.say(cid, f"launch {k}/{self.bench.launches} (slot {self.seq})")
         try:
-            run = run_launch(self.bench, self.engine, st, k, self.seq, self.model, self.wl,
-                             self.points)  # fmt: skip
+            run = run_launch(
+                self.bench, self.engine, st, k, self.seq, self.model, self.wl, self.points
+            )
             launch = run.record(measured=True)
-            record_launch(st, launch, run.config, bench=self.bench, engine=self.engine,
-                          wl_hash=self.wl_hash)  # fmt: skip
+            record_launch(
+                st, launch, run.config, bench=self.bench, engine=self.engine, wl_hash=self.wl_hash
+            )
         except Exception as exc:  # a crash of ours fails this cell, not the run
             st.crash(exc, f"launch {k}")
             self.say(cid, f"bench failed: {st.result.message}")
@@ -431,8 +460,11 @@ def _write_workload(
     info["points"] = per_point
     for pt, pwl in points:
         _atomic.write_bytes(run_dir.path / layout.point_workload(pt.name), pwl.to_jsonl())
-        per_point[pt.name] = {"hash": pwl.hash, "measured": len(pwl.measured),
-                              "warmup": len(pwl.warmup)}  # fmt: skip
+        per_point[pt.name] = {
+            "hash": pwl.hash,
+            "measured": len(pwl.measured),
+            "warmup": len(pwl.warmup),
+        }
         combined.update(f"{pt.name}:{pwl.hash}".encode())
     run_dir.write_json(layout.WORKLOAD_JSON, info)
     return combined.hexdigest()

@@ -86,8 +86,9 @@ def evened(preferred: Sequence[str], baseline: str, net: Mapping[str, int]) -> l
 
     def cost(order: Sequence[str]) -> int:
         at = order.index(baseline)
-        return sum(abs(net.get(c, 0) + (1 if i < at else -1))
-                   for i, c in enumerate(order) if c != baseline)  # fmt: skip
+        return sum(
+            abs(net.get(c, 0) + (1 if i < at else -1)) for i, c in enumerate(order) if c != baseline
+        )
 
     best = min(itertools.permutations(preferred), key=cost)
     return list(preferred) if cost(preferred) <= cost(best) else list(best)

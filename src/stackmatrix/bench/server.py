@@ -179,17 +179,27 @@ def launch(
     for attempt in range(1, BIND_ATTEMPTS + 1):
         ready = False
         try:
-            with _launch_once(engine=engine, environment=environment, model=model, args=args,
-                              log_path=log_path, ready_timeout_s=ready_timeout_s,
-                              gpus=gpus) as server:  # fmt: skip
+            with _launch_once(
+                engine=engine,
+                environment=environment,
+                model=model,
+                args=args,
+                log_path=log_path,
+                ready_timeout_s=ready_timeout_s,
+                gpus=gpus,
+            ) as server:
                 ready = True
                 yield server
             return
         except ServerFailed as exc:
             if ready or attempt == BIND_ATTEMPTS or not port_was_taken(exc):
                 raise
-            log.warning("its port was taken before the server bound it (start %d of %d); "
-                        "starting it again on another port", attempt, BIND_ATTEMPTS)  # fmt: skip
+            log.warning(
+                "its port was taken before the server bound it (start %d of %d); "
+                "starting it again on another port",
+                attempt,
+                BIND_ATTEMPTS,
+            )
 
 
 def port_was_taken(exc: ServerFailed) -> bool:
@@ -214,8 +224,10 @@ def _launch_once(
     command = backend.server_command(
         environment,
         lambda python: engine.launch_argv(python, model, "127.0.0.1", port, args),
-        port=port, model=model, gpus=gpus,
-    )  # fmt: skip
+        port=port,
+        model=model,
+        gpus=gpus,
+    )
     argv = command.argv
     nonce = leftovers.new_nonce()  # the live record's proof that a leftover is ours
     server = RunningServer(
@@ -277,8 +289,12 @@ def wait_ready(server: RunningServer, engine: Engine, timeout_s: float) -> None:
         time.sleep(POLL_S)
 
 
-def stop(proc: subprocess.Popen[bytes], port: int, backend: Backend | None = None,
-         handle: str | None = None) -> Teardown:  # fmt: skip
+def stop(
+    proc: subprocess.Popen[bytes],
+    port: int,
+    backend: Backend | None = None,
+    handle: str | None = None,
+) -> Teardown:
     """SIGTERM/SIGKILL our process group, then what the backend left (a container), then
     prove it is gone."""
     pids = group_pids(proc.pid)
@@ -290,8 +306,11 @@ def stop(proc: subprocess.Popen[bytes], port: int, backend: Backend | None = Non
     if not port_free:
         log.warning("port %d is still in use after the server was stopped", port)
     if left:
-        log.warning("processes we started still hold a GPU %.0f s after they were killed: %s",
-                    GPU_RELEASE_TIMEOUT_S, left)  # fmt: skip
+        log.warning(
+            "processes we started still hold a GPU %.0f s after they were killed: %s",
+            GPU_RELEASE_TIMEOUT_S,
+            left,
+        )
     return Teardown(port_free=port_free, gpu_pids_left=left, pids=pids, returncode=proc.poll())
 
 

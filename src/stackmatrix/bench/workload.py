@@ -141,8 +141,9 @@ def generate(
         for i, (p, n, m) in enumerate(warm_specs)
     )
     exact = fitter.tokenizer is not None
-    return WorkloadSet(measured=measured, warmup=warmup, exact_lengths=exact,
-                       unfitted=fitter.unfitted)  # fmt: skip
+    return WorkloadSet(
+        measured=measured, warmup=warmup, exact_lengths=exact, unfitted=fitter.unfitted
+    )
 
 
 @dataclass
@@ -214,15 +215,21 @@ def _read_prompt_file(path: Path) -> str:
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise SpecError(
-                str(path), ["bench.workload.path: not a regular file (a FIFO, a device or a "
-                            "directory); name a JSONL or ShareGPT JSON file"],
-            )  # fmt: skip
+                str(path),
+                [
+                    "bench.workload.path: not a regular file (a FIFO, a device or a "
+                    "directory); name a JSONL or ShareGPT JSON file"
+                ],
+            )
         data = fh.read(PROMPT_FILE_LIMIT + 1)
     if len(data) > PROMPT_FILE_LIMIT:
         raise SpecError(
-            str(path), [f"bench.workload.path: the prompt file is larger than "
-                        f"{PROMPT_FILE_LIMIT >> 20} MiB; keep only the prompts the bench uses"],
-        )  # fmt: skip
+            str(path),
+            [
+                f"bench.workload.path: the prompt file is larger than "
+                f"{PROMPT_FILE_LIMIT >> 20} MiB; keep only the prompts the bench uses"
+            ],
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

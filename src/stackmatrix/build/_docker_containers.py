@@ -65,14 +65,24 @@ def container_command(
     if environment.image is None:
         raise ValueError(f"environment of backend {environment.backend!r} has no image")
     docker = _docker_cli.docker_executable() or "docker"
-    argv = [docker, "run", "--rm", "--init", "--name", name,
-            "--label", f"{OWNER_LABEL}={owner or default_owner()}"]  # fmt: skip
+    argv = [
+        docker,
+        "run",
+        "--rm",
+        "--init",
+        "--name",
+        name,
+        "--label",
+        f"{OWNER_LABEL}={owner or default_owner()}",
+    ]
     argv += _network_args(network, port)
     if gpus:
         argv += ["--gpus", "all", "--ipc=host", "--shm-size", shm_size]
     for host, target in mounts:
-        argv += ["--mount", _csv_field("type=bind", f"source={host}", f"target={target}",
-                                       "readonly")]  # fmt: skip
+        argv += [
+            "--mount",
+            _csv_field("type=bind", f"source={host}", f"target={target}", "readonly"),
+        ]
     env = dict(environment.env)
     if cache_volume is not None:
         target = jitcache.TARGET
@@ -81,8 +91,9 @@ def container_command(
     for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
     # by name only: the docker client copies the value from its own environment
-    argv += [x for n in pass_env if n in os.environ and n not in environment.env
-             for x in ("--env", n)]  # fmt: skip
+    argv += [
+        x for n in pass_env if n in os.environ and n not in environment.env for x in ("--env", n)
+    ]
     return [*argv, environment.image, *inner_argv]
 
 
@@ -96,11 +107,21 @@ def python_command(
     if environment.image is None:
         raise ValueError(f"environment of backend {environment.backend!r} has no image")
     docker = _docker_cli.docker_executable() or "docker"
-    argv = [docker, "run", "--rm", "-i", "--init", "--network=none",
-            "--label", f"{OWNER_LABEL}={owner or default_owner()}",
-            "--user", f"{os.getuid()}:{os.getgid()}",
-            # a uid the image may not know has no home; libraries that cache there get /tmp
-            "--env", "HOME=/tmp"]  # fmt: skip
+    argv = [
+        docker,
+        "run",
+        "--rm",
+        "-i",
+        "--init",
+        "--network=none",
+        "--label",
+        f"{OWNER_LABEL}={owner or default_owner()}",
+        "--user",
+        f"{os.getuid()}:{os.getgid()}",
+        # a uid the image may not know has no home; libraries that cache there get /tmp
+        "--env",
+        "HOME=/tmp",
+    ]
     for path in writable:
         argv += ["--mount", _csv_field("type=bind", f"source={path}", f"target={path}")]
     for key, value in sorted(environment.env.items()):

@@ -98,8 +98,20 @@ def main() -> None:
     # from), then install exactly that: one resolution for all pins, as the venv backend
     py = ["--python", str(venv / "bin" / "python")]
     idx = _index_args(plan)
-    _run([uv, "pip", "compile", str(requirements), "-o", str(compiled),
-          "--emit-index-annotation", *py, *idx], env)  # fmt: skip
+    _run(
+        [
+            uv,
+            "pip",
+            "compile",
+            str(requirements),
+            "-o",
+            str(compiled),
+            "--emit-index-annotation",
+            *py,
+            *idx,
+        ],
+        env,
+    )
     _run([uv, "pip", "sync", str(compiled), *py, *idx], env)
     # the lock stays in the image (it says what was installed from where), its
     # credentials do not

@@ -89,8 +89,11 @@ def export_rootfs(
         raise
     log.info(
         "exported %s: %d members, %.2f GB of files, %d skipped (devices, dev/)",
-        image_id[:19], unpacked.members, unpacked.bytes / 1e9, unpacked.skipped,
-    )  # fmt: skip
+        image_id[:19],
+        unpacked.members,
+        unpacked.bytes / 1e9,
+        unpacked.skipped,
+    )
     return dest
 
 

@@ -42,8 +42,9 @@ class Backend(Protocol):
     # its interpreter runs on this host (a job on host files needs no mounts)
     on_host: ClassVar[bool]
 
-    def build(self, cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
-              content_hash: str) -> BuildOutcome: ...  # fmt: skip
+    def build(
+        self, cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path, content_hash: str
+    ) -> BuildOutcome: ...
 
     def python_command(self, env: Environment, *, writable: Sequence[Path] = ()) -> list[str]:
         """Runs the environment's Python for a job that may write in `writable`."""
@@ -66,14 +67,18 @@ class Backend(Protocol):
 class _Backend:
     name: ClassVar[str]
 
-    def build(self, cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
-              content_hash: str) -> BuildOutcome:  # fmt: skip
+    def build(
+        self, cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path, content_hash: str
+    ) -> BuildOutcome:
         """The module stackmatrix.build.<name>'s `build` (imported when a cell needs it)."""
         module = importlib.import_module(f"stackmatrix.build.{self.name}")
         outcome: BuildOutcome = module.build(
-            cell, spec_dir=spec_dir, work_dir=work_dir, log_path=log_path,
+            cell,
+            spec_dir=spec_dir,
+            work_dir=work_dir,
+            log_path=log_path,
             content_hash=content_hash,
-        )  # fmt: skip
+        )
         return outcome
 
 
@@ -140,8 +145,15 @@ class DockerBackend(_Backend):
         mounts = [(model, model)] if Path(model).is_absolute() else []
         # the JIT caches of the image's servers outlive each launch's --rm container
         volume = jitcache.cache_volume(env.image) if env.image else None
-        argv = docker.container_command(env, launch(("python",)), name=name, port=port,
-                                        mounts=mounts, gpus=gpus, cache_volume=volume)  # fmt: skip
+        argv = docker.container_command(
+            env,
+            launch(("python",)),
+            name=name,
+            port=port,
+            mounts=mounts,
+            gpus=gpus,
+            cache_volume=volume,
+        )
         return ServerCommand(argv=argv, handle=name)
 
     def cleanup(self, handle: str) -> None:

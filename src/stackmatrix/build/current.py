@@ -15,8 +15,9 @@ from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 
 
-def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
-          content_hash: str) -> BuildOutcome:  # fmt: skip
+def build(
+    cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path, content_hash: str
+) -> BuildOutcome:
     del spec_dir, work_dir, content_hash  # nothing to build: the stack is preinstalled
     # with the cell's env: PYTHONPATH there changes what this interpreter imports
     run_env = {**os.environ, **dict(cell.env)}

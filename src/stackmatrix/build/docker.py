@@ -75,8 +75,9 @@ def image_tag(cell: Cell, content_hash: str) -> str:
     return f"stackmatrix/{repo}:{content_hash[:12]}"
 
 
-def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
-          content_hash: str) -> BuildOutcome:  # fmt: skip
+def build(
+    cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path, content_hash: str
+) -> BuildOutcome:
     """Build (or reuse) the cell's image and describe it; never raises for a failed
     build, a missing engine or an image without Python: those are statuses."""
     engine = _docker_cli.probe_engine()
@@ -105,8 +106,15 @@ def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
 _Built = tuple[ImageInfo, float]  # the inspected image and the build's duration
 
 
-def _build_image(engine: ContainerEngine, cell: Cell, spec_dir: Path, cell_dir: Path,
-                 log_path: Path, tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
+def _build_image(
+    engine: ContainerEngine,
+    cell: Cell,
+    spec_dir: Path,
+    cell_dir: Path,
+    log_path: Path,
+    tag: str,
+    content_hash: str,
+) -> _Built | BuildOutcome:
     urls = (*cell.pins, cell.index_url or "", *cell.extra_index_urls, *cell.find_links)
     if not engine.buildkit and has_credentials(*urls):
         message = (
@@ -131,16 +139,31 @@ def _build_image(engine: ContainerEngine, cell: Cell, spec_dir: Path, cell_dir: 
         redact_files(files / "requirements.txt", files / "plan.json")
 
 
-def _run_build(engine: ContainerEngine, cell: Cell, ctx: _docker_context.DockerContext,
-               log_path: Path, tag: str, content_hash: str) -> _Built | BuildOutcome:  # fmt: skip
+def _run_build(
+    engine: ContainerEngine,
+    cell: Cell,
+    ctx: _docker_context.DockerContext,
+    log_path: Path,
+    tag: str,
+    content_hash: str,
+) -> _Built | BuildOutcome:
     argv = [
-        engine.docker, "build", "--network=host",
-        "-f", str(ctx.dockerfile), "-t", tag,
-        "--build-arg", f"BASE_IMAGE={ctx.base_image}",
-        "--label", f"stackmatrix.cell={cell.id}",
-        "--label", f"stackmatrix.content_hash={content_hash}",
-        "--label", f"stackmatrix.base_image={ctx.base_image}",
-    ]  # fmt: skip
+        engine.docker,
+        "build",
+        "--network=host",
+        "-f",
+        str(ctx.dockerfile),
+        "-t",
+        tag,
+        "--build-arg",
+        f"BASE_IMAGE={ctx.base_image}",
+        "--label",
+        f"stackmatrix.cell={cell.id}",
+        "--label",
+        f"stackmatrix.content_hash={content_hash}",
+        "--label",
+        f"stackmatrix.base_image={ctx.base_image}",
+    ]
     if not engine.buildkit:
         # the legacy builder keeps a failed step's container unless told otherwise
         argv.append("--force-rm")
@@ -186,15 +209,26 @@ def _build_failed(cell: Cell, res: _proc.ProcResult, base: str) -> BuildOutcome:
     return _failed("build_failed", finding.message, (finding,))
 
 
-def _describe(engine: ContainerEngine, cell: Cell, image: ImageInfo, tag: str, cell_dir: Path,
-              log_path: Path, reused: bool, timings: dict[str, float]) -> BuildOutcome:  # fmt: skip
+def _describe(
+    engine: ContainerEngine,
+    cell: Cell,
+    image: ImageInfo,
+    tag: str,
+    cell_dir: Path,
+    log_path: Path,
+    reused: bool,
+    timings: dict[str, float],
+) -> BuildOutcome:
     image_id = image.id
     started = time.monotonic()
     try:
         with _docker_rootfs.created_container(
-            engine.docker, tag, [IMAGE_PYTHON, "-"], log_path=log_path,
+            engine.docker,
+            tag,
+            [IMAGE_PYTHON, "-"],
+            log_path=log_path,
             owner=f"{OWNER_LABEL}=stackmatrix",
-        ) as container:  # fmt: skip
+        ) as container:
             inventory = _inventory(engine, container, tag, log_path)
             if isinstance(inventory, BuildOutcome):
                 return inventory
@@ -280,8 +314,18 @@ def _findings(cell: Cell, lock: Sequence[LockEntry]) -> list[Finding]:
 def _environment(engine: ContainerEngine, cell: Cell, tag: str, root: Path) -> Environment:
     site = sorted((root / VENV_PATH.lstrip("/") / "lib").glob("python3*/site-packages"))
     gpus = ["--gpus", "all"] if cell.gpus > 0 else []
-    python = (engine.docker, "run", "--rm", "-i", "--network=host", *gpus,
-              "--label", f"{OWNER_LABEL}=stackmatrix", tag, IMAGE_PYTHON)  # fmt: skip
+    python = (
+        engine.docker,
+        "run",
+        "--rm",
+        "-i",
+        "--network=host",
+        *gpus,
+        "--label",
+        f"{OWNER_LABEL}=stackmatrix",
+        tag,
+        IMAGE_PYTHON,
+    )
     return Environment(
         backend="docker",
         python=python,
@@ -293,8 +337,9 @@ def _environment(engine: ContainerEngine, cell: Cell, tag: str, root: Path) -> E
     )
 
 
-def _data(engine: ContainerEngine, image: ImageInfo, tag: str, root: Path,
-          timings: dict[str, float]) -> JSONObject:  # fmt: skip
+def _data(
+    engine: ContainerEngine, image: ImageInfo, tag: str, root: Path, timings: dict[str, float]
+) -> JSONObject:
     base_ref = image.labels.get(_docker_cli.BASE_LABEL, "")
     base = _docker_cli.image_info(engine.docker, base_ref) if base_ref else None
     return {

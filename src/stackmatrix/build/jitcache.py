@@ -59,14 +59,17 @@ def venv_env(env: Environment) -> dict[str, str]:
     if env.prefix is None:
         return {}
     mine = env.prefix / VENV_DIR
-    return _unset({FLASHINFER: str(mine), INDUCTOR: str(mine / "torchinductor")},
-                  env.env, os.environ)  # fmt: skip
+    return _unset(
+        {FLASHINFER: str(mine), INDUCTOR: str(mine / "torchinductor")}, env.env, os.environ
+    )
 
 
 def volume_env(cell_env: Mapping[str, str]) -> dict[str, str]:
     """A docker server's caches, in its image's volume (mounted at `TARGET`)."""
-    return _unset({FLASHINFER: TARGET, TRITON: f"{TARGET}/triton",
-                   INDUCTOR: f"{TARGET}/torchinductor"}, cell_env)  # fmt: skip
+    return _unset(
+        {FLASHINFER: TARGET, TRITON: f"{TARGET}/triton", INDUCTOR: f"{TARGET}/torchinductor"},
+        cell_env,
+    )
 
 
 def volume_name(image: str) -> str:
@@ -79,8 +82,9 @@ def cache_volume(image: str) -> str | None:
     docker = _docker_cli.docker_executable()
     if docker is None:
         return None
-    res = _proc.run([docker, "image", "inspect", "--format", "{{.Config.User}}", image],
-                    timeout=60.0)  # fmt: skip
+    res = _proc.run(
+        [docker, "image", "inspect", "--format", "{{.Config.User}}", image], timeout=60.0
+    )
     if not res.ok:
         log.warning("could not read the user of image %s; its JIT caches are not kept", image)
         return None
@@ -89,8 +93,9 @@ def cache_volume(image: str) -> str | None:
         log.info("image %s runs as %r: its JIT caches stay in each container", image, user)
         return None
     name = volume_name(image)
-    made = _proc.run([docker, "volume", "create", "--label", f"{LABEL}={image}", name],
-                     timeout=60.0)  # fmt: skip
+    made = _proc.run(
+        [docker, "volume", "create", "--label", f"{LABEL}={image}", name], timeout=60.0
+    )
     if not made.ok:
         log.warning("could not create volume %s: %s; JIT caches not kept", name, made.tail(2))
         return None

@@ -25,9 +25,12 @@ def build_cell(pc: PlannedCell, spec_dir: Path, work_dir: Path, log_path: Path) 
     """The cell's environment built (or a verified one reused): its ok result; raises
     Fail with the backend's code, message and findings when it could not be built."""
     outcome = get_backend(pc.cell.backend).build(
-        pc.cell, spec_dir=spec_dir, work_dir=work_dir, log_path=log_path,
+        pc.cell,
+        spec_dir=spec_dir,
+        work_dir=work_dir,
+        log_path=log_path,
         content_hash=pc.content_hash,
-    )  # fmt: skip
+    )
     data = _data(pc, outcome)
     if outcome.status is not Status.OK:
         code = outcome.code or "build_failed"

@@ -51,17 +51,21 @@ def env_dir_for(work_dir: Path, content_hash: str) -> Path:
     return work_dir / "envs" / f"venv-{content_hash[:12]}"
 
 
-def build(cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path,
-          content_hash: str) -> BuildOutcome:  # fmt: skip
+def build(
+    cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path, content_hash: str
+) -> BuildOutcome:
     uv = _uv.uv_binary()
     if uv is None:
         return _failed("tool_missing", "uv is not on PATH; install it with `pip install uv`")
     env_dir = env_dir_for(work_dir, content_hash)
     with _locked(env_dir.with_suffix(".lock")):
         if env_dir.is_symlink():  # never reuse, delete or build into what it points to
-            return _failed("env_dir_link", f"the environment directory {env_dir} is a "
-                           "symbolic link; stackmatrix neither follows nor removes it: remove "
-                           "the link (its target is left alone) and run again")  # fmt: skip
+            return _failed(
+                "env_dir_link",
+                f"the environment directory {env_dir} is a "
+                "symbolic link; stackmatrix neither follows nor removes it: remove "
+                "the link (its target is left alone) and run again",
+            )
         reused = _try_reuse(cell, env_dir, content_hash, log_path)
         if reused is not None:
             return reused
@@ -121,8 +125,9 @@ def _try_reuse(cell: Cell, env_dir: Path, content_hash: str, log_path: Path) -> 
     )
 
 
-def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: Path,
-                 content_hash: str) -> BuildOutcome:  # fmt: skip
+def _fresh_build(
+    uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: Path, content_hash: str
+) -> BuildOutcome:
     if env_dir.exists():
         shutil.rmtree(env_dir)  # a partial or stale environment of ours, same hash key
     env_dir.mkdir(parents=True)
@@ -138,8 +143,11 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
     base = _inherited_python(cell) or _uv.find_python(cell.python)
     created = step("venv", [uv, "venv", "--python", base, str(env_dir)])
     if not created.ok:
-        return _failed("python_missing", f"uv could not create a Python {cell.python} "
-                       f"environment:\n{created.tail(8)}", timings)  # fmt: skip
+        return _failed(
+            "python_missing",
+            f"uv could not create a Python {cell.python} environment:\n{created.tail(8)}",
+            timings,
+        )
     if cell.inherit:
         problem = _inherit(base, cell.python, env_dir, log_path)
         if problem is not None:
@@ -160,8 +168,20 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
         py = ["--python", str(_python(env_dir))]
         idx = _uv.index_args(cell, spec_dir)
         try:
-            resolved = step("resolve", [uv, "pip", "compile", str(req_in), "-o", str(lock_txt),
-                                        "--emit-index-annotation", *py, *idx])  # fmt: skip
+            resolved = step(
+                "resolve",
+                [
+                    uv,
+                    "pip",
+                    "compile",
+                    str(req_in),
+                    "-o",
+                    str(lock_txt),
+                    "--emit-index-annotation",
+                    *py,
+                    *idx,
+                ],
+            )
             if not resolved.ok:
                 return _resolve_failed(cell, resolved, timings)
             compiled = _redacted_compiled(parse_compiled(lock_txt.read_text()))
@@ -173,10 +193,16 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
     lock = _read_installed(cell, env_dir, log_path, compiled)
     if isinstance(lock, str):
         return _failed("inventory_failed", lock, timings)
-    _atomic.write_json(env_dir / MARKER, {
-        "schema_version": 1, "content_hash": content_hash, "lock_digest": lock_digest(lock),
-        "compiled": compiled, "created": time.time(),
-    })  # fmt: skip
+    _atomic.write_json(
+        env_dir / MARKER,
+        {
+            "schema_version": 1,
+            "content_hash": content_hash,
+            "lock_digest": lock_digest(lock),
+            "compiled": compiled,
+            "created": time.time(),
+        },
+    )
     return BuildOutcome(
         status=Status.OK,
         environment=_environment(cell, env_dir),
@@ -187,8 +213,9 @@ def _fresh_build(uv: str, cell: Cell, spec_dir: Path, env_dir: Path, log_path: P
     )
 
 
-def _sync(step: Callable[[str, list[str]], _proc.ProcResult], log_path: Path,
-          argv: list[str]) -> _proc.ProcResult:  # fmt: skip
+def _sync(
+    step: Callable[[str, list[str]], _proc.ProcResult], log_path: Path, argv: list[str]
+) -> _proc.ProcResult:
     """Install the lock from uv's cache alone first: the resolve just refreshed what the
     lock names, and asking the index again cost ~0.25 s of a 2 s build of the CPU stack
     (benchmarks/bench_build.py). What the cache lacks (a cold one holds metadata, not
@@ -256,8 +283,9 @@ def _inherit(base: str, python: str, env_dir: Path, log_path: Path) -> str | Non
     return None
 
 
-def _read_installed(cell: Cell, env_dir: Path, log_path: Path,
-                    compiled: dict[str, tuple[str, str]]) -> list[LockEntry] | str:  # fmt: skip
+def _read_installed(
+    cell: Cell, env_dir: Path, log_path: Path, compiled: dict[str, tuple[str, str]]
+) -> list[LockEntry] | str:
     py = _python(env_dir)
     if not py.exists():
         return f"{py} does not exist"
@@ -269,8 +297,9 @@ def _read_installed(cell: Cell, env_dir: Path, log_path: Path,
     return parse_lockscript_output(result.output, cell, compiled)
 
 
-def _resolve_failed(cell: Cell, result: _proc.ProcResult, timings: dict[str, float],
-                    what: str = "resolution") -> BuildOutcome:  # fmt: skip
+def _resolve_failed(
+    cell: Cell, result: _proc.ProcResult, timings: dict[str, float], what: str = "resolution"
+) -> BuildOutcome:
     index = _uv.unreachable_index(result.output, cell)
     if index is not None:
         finding = Finding(
@@ -294,8 +323,12 @@ def _resolve_failed(cell: Cell, result: _proc.ProcResult, timings: dict[str, flo
     return _failed(code, finding.message, timings, (finding,))
 
 
-def _failed(code: str, message: str, timings: dict[str, float] | None = None,
-            findings: tuple[Finding, ...] = ()) -> BuildOutcome:  # fmt: skip
+def _failed(
+    code: str,
+    message: str,
+    timings: dict[str, float] | None = None,
+    findings: tuple[Finding, ...] = (),
+) -> BuildOutcome:
     return BuildOutcome.failed(code, message, findings=findings, data={"timings": timings or {}})
 
 

@@ -11,9 +11,14 @@ from stackmatrix._datadir import ENV_VAR, compat_dir
 from stackmatrix.errors import StackmatrixError
 
 _FILES = (
-    "loaders.toml", "cuda_driver.toml", "known_bad.toml", "features.toml", "switches.toml",
-    "system_libs.toml", "nvcc_arch.toml",
-)  # fmt: skip
+    "loaders.toml",
+    "cuda_driver.toml",
+    "known_bad.toml",
+    "features.toml",
+    "switches.toml",
+    "system_libs.toml",
+    "nvcc_arch.toml",
+)
 
 
 def data_dir() -> Path:

@@ -93,8 +93,14 @@ def driver_loadable() -> bool:
     process maps nothing before the serving path is imported."""
     argv = [sys.executable, "-S", "-c", "import ctypes; ctypes.CDLL('libcuda.so.1')"]
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=120, check=False)  # fmt: skip
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
@@ -150,8 +156,9 @@ def rerun_with_stub(stub: Path) -> tuple[str | None, str | None]:
         )
         argv = [sys.executable, *args, LIBCUDA_STUB_FLAG, str(stub), LIBCUDA_DIR_FLAG, tmp]
         try:
-            done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, check=False)  # fmt: skip
+            done = subprocess.run(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, check=False
+            )
         except OSError as exc:
             return None, f"cannot run {sys.executable}: {exc}"
     out = done.stdout.decode("utf-8", errors="replace")
@@ -358,8 +365,12 @@ def probe_serving(entry: list[str], model_load: list[str]) -> dict[str, Any]:
     try:
         loaded = mapped_libraries(Path("/proc/self/maps").read_text(encoding="utf-8"))
     except OSError as exc:
-        return {"modules": attempts, "imported": None, "loaded_libraries": None,
-                "error": _error(exc)}  # fmt: skip
+        return {
+            "modules": attempts,
+            "imported": None,
+            "loaded_libraries": None,
+            "error": _error(exc),
+        }
     return {
         "modules": attempts,
         "imported": imported,

@@ -73,9 +73,12 @@ def check_environment(
     findings += drv_findings
     torch = inventory.get("torch")
     findings += driver_major_findings(
-        data.get("extensions", []), driver.DriverFound(version=drv["found"], source=drv["source"]),
-        runtime, torch.cuda_major if torch is not None else None, cell_id,
-    )  # fmt: skip
+        data.get("extensions", []),
+        driver.DriverFound(version=drv["found"], source=drv["source"]),
+        runtime,
+        torch.cuda_major if torch is not None else None,
+        cell_id,
+    )
     findings += cell_cuda_findings(data.get("extensions", []), inventory, cuda, cell_id)
     data["torch_arch"], torch_arch_found = torch_arch_check(inventory, targets, cell_id)
     findings += torch_arch_found
@@ -88,9 +91,13 @@ def check_environment(
     )
     findings += feature_found
     data["nvcc"], nvcc_found = nvcc.check(
-        environment.root, site, environment.env, torch_cuda=_torch_cuda(inventory),
-        installed=[d.name for d in inventory.distributions], cell=cell_id,
-    )  # fmt: skip
+        environment.root,
+        site,
+        environment.env,
+        torch_cuda=_torch_cuda(inventory),
+        installed=[d.name for d in inventory.distributions],
+        cell=cell_id,
+    )
     findings += nvcc_found
     installed = {d.name: d.version for d in inventory.distributions}
     found_nvcc = nvcc.Nvcc.from_dict(data["nvcc"]["found"])
@@ -107,9 +114,13 @@ def check_environment(
     if run_probe:
         t1 = time.monotonic()
         data["probe"], probe_findings = probe.probe_check(
-            environment.python, log_path, environment.env, cell_id,
-            engine=engine, serving_modules=serving_modules,
-        )  # fmt: skip
+            environment.python,
+            log_path,
+            environment.env,
+            cell_id,
+            engine=engine,
+            serving_modules=serving_modules,
+        )
         data["timing"]["probe_s"] = time.monotonic() - t1
         findings += probe_findings
     findings = _serving_path(findings, data, site, environment.root)

@@ -45,7 +45,7 @@ def cubin_kernels(read: Reader, base: int, size: int) -> frozenset[str]:
     head = read(base, 64)
     if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         raise ValueError("not a little-endian ELF64 cubin")
-    shoff, = struct.unpack_from("<Q", head, 0x28)  # fmt: skip
+    (shoff,) = struct.unpack_from("<Q", head, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
     if shentsize < _SHDR.size or shstrndx >= shnum or shoff + shnum * shentsize > size:
         raise ValueError("section headers outside the cubin")

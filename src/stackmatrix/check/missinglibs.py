@@ -79,8 +79,16 @@ def lib_findings(
             name, relpath, closure.looked_in.get(name, ()), owners, host_has_driver
         )
         details = {"library": name, "needed_by": str(by), "extension": relpath, **extra}
-        out.append(Finding(code=code, severity=severity, message=message, cell=cell,
-                           subject=relpath, details=details))  # fmt: skip
+        out.append(
+            Finding(
+                code=code,
+                severity=severity,
+                message=message,
+                cell=cell,
+                subject=relpath,
+                details=details,
+            )
+        )
     return out
 
 

@@ -50,15 +50,23 @@ class Nvcc:
     source: str  # "binary", "version.json" or "unknown"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "release": self.release, "version": self.version,
-                "source": self.source}  # fmt: skip
+        return {
+            "path": self.path,
+            "release": self.release,
+            "version": self.version,
+            "source": self.source,
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | None) -> Nvcc | None:
         if not isinstance(raw, Mapping) or not isinstance(raw.get("path"), str):
             return None
-        return cls(path=raw["path"], release=raw.get("release"), version=raw.get("version"),
-                   source=str(raw.get("source", "unknown")))  # fmt: skip
+        return cls(
+            path=raw["path"],
+            release=raw.get("release"),
+            version=raw.get("version"),
+            source=str(raw.get("source", "unknown")),
+        )
 
 
 def resolve(root: Path, path: str) -> Path | None:
@@ -203,8 +211,16 @@ def nvcc_findings(
             f"release knows; match the toolkit to CUDA {torch_cuda}"
         )
     details = {**nvcc.to_dict(), "torch_cuda": torch_cuda}
-    return [Finding(code=code, severity=severity, cell=cell, subject=nvcc.path,
-                    message=message, details=details)]  # fmt: skip
+    return [
+        Finding(
+            code=code,
+            severity=severity,
+            cell=cell,
+            subject=nvcc.path,
+            message=message,
+            details=details,
+        )
+    ]
 
 
 def check(
@@ -222,11 +238,19 @@ def check(
     users = [u for u in JIT_USERS if u in names]
     # a partial toolkit: PyPI's CUDA 12 compiler wheel has ptxas but no nvcc
     ptxas = [p for p in (n.removesuffix("nvcc") + "ptxas" for n in looked) if resolve(root, p)]
-    data = {"found": nvcc.to_dict() if nvcc else None, "looked": looked,
-            "ptxas": ptxas, "torch_cuda": torch_cuda}  # fmt: skip
+    data = {
+        "found": nvcc.to_dict() if nvcc else None,
+        "looked": looked,
+        "ptxas": ptxas,
+        "torch_cuda": torch_cuda,
+    }
     found = nvcc_findings(nvcc, looked, torch_cuda=torch_cuda, jit_users=users, cell=cell)
     if nvcc is None and ptxas and found:
         f = found[0]
-        found = [f._replace(message=f"{f.message} (only ptxas is there: {', '.join(ptxas)})",
-                         details={**f.details, "ptxas": ptxas})]  # fmt: skip
+        found = [
+            f._replace(
+                message=f"{f.message} (only ptxas is there: {', '.join(ptxas)})",
+                details={**f.details, "ptxas": ptxas},
+            )
+        ]
     return data, found

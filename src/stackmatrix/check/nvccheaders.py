@@ -103,9 +103,10 @@ def find_cccl(toolkit: Path, site: Sequence[Path], vendored: bool) -> CcclHeader
         if (d / _VERSION_H).is_file():
             text = _read(d / _TOOLKIT_H) or b""
             return CcclHeaders(
-                include=d, version=_define(d / _VERSION_H, _CCCL),
+                include=d,
+                version=_define(d / _VERSION_H, _CCCL),
                 checks=CHECK_MESSAGE.encode() in text,
-            )  # fmt: skip
+            )
     return None
 
 

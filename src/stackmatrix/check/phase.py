@@ -52,8 +52,7 @@ __all__ = [
 def check_inputs(pc: PlannedCell, spec: Spec, lock: str | None) -> list[object]:
     """What a cell's check result depends on (`lock`: its build's lock digest): a
     result of other inputs is checked again."""
-    return [pc.content_hash, lock, list(spec.targets), spec.driver, __version__,
-            *_served(spec, pc)]  # fmt: skip
+    return [pc.content_hash, lock, list(spec.targets), spec.driver, __version__, *_served(spec, pc)]
 
 
 def _served(spec: Spec, pc: PlannedCell) -> list[object]:

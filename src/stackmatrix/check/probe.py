@@ -225,9 +225,13 @@ def _entry_findings(data: dict[str, Any], cell: str | None) -> list[Finding]:
         cannot = "fails to import, so the server cannot start"
         message = f"the server's entry module {name} {cannot}: {text}"
     finding = Finding(
-        code=code, severity=severity, cell=cell, subject=name, message=message,
+        code=code,
+        severity=severity,
+        cell=cell,
+        subject=name,
+        message=message,
         details={"error": err},
-    )  # fmt: skip
+    )
     return [finding]
 
 
@@ -272,9 +276,13 @@ def _stub_findings(data: dict[str, Any], cell: str | None) -> list[Finding]:
         f"loads is judged from {name} itself"
     )
     finding = Finding(
-        code="SM-SERVING-STUB-LIBCUDA", severity=Severity.INFO, cell=cell, subject=name,
-        message=message, details={"stub": stub, "judged_on": "entry with stub libcuda"},
-    )  # fmt: skip
+        code="SM-SERVING-STUB-LIBCUDA",
+        severity=Severity.INFO,
+        cell=cell,
+        subject=name,
+        message=message,
+        details={"stub": stub, "judged_on": "entry with stub libcuda"},
+    )
     return [finding]
 
 

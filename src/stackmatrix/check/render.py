@@ -34,8 +34,10 @@ def render_text(outcome: _Outcome) -> str:
     if data.get("torch_arch"):
         ta = data["torch_arch"]
         per = ", ".join(f"{t}: {c}" for t, c in ta.get("targets", {}).items())
-        lines.append(f"torch archs: {' '.join(ta.get('cubins', []))} (PTX: "
-                     f"{' '.join(ta.get('ptx', [])) or '-'}); {per}")  # fmt: skip
+        lines.append(
+            f"torch archs: {' '.join(ta.get('cubins', []))} (PTX: "
+            f"{' '.join(ta.get('ptx', [])) or '-'}); {per}"
+        )
     if data.get("cuda_majors"):
         lines.append("CUDA majors: " + ", ".join(str(m) for m in data["cuda_majors"]))
     lines.append("")

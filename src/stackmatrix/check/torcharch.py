@@ -95,9 +95,18 @@ def _finding(
         )
     else:
         return None
-    details = {"target": target, "coverage": cov, "files": data["files"],
-               "cubins": data["cubins"], "ptx": data["ptx"]}  # fmt: skip
+    details = {
+        "target": target,
+        "coverage": cov,
+        "files": data["files"],
+        "cubins": data["cubins"],
+        "ptx": data["ptx"],
+    }
     return Finding(
-        code=code, severity=severity, cell=cell, subject="torch", message=message,
+        code=code,
+        severity=severity,
+        cell=cell,
+        subject="torch",
+        message=message,
         details=details,
-    )  # fmt: skip
+    )

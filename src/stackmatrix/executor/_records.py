@@ -94,8 +94,10 @@ class JobRecord:
         block = raw.get("block")
         if not isinstance(block, int) or isinstance(block, bool):
             return None
-        text = {k: str(raw.get(k, "")) for k in ("job_id", "submitted", "state", "reason",
-                                                  "node", "exit_code", "log")}  # fmt: skip
+        text = {
+            k: str(raw.get(k, ""))
+            for k in ("job_id", "submitted", "state", "reason", "node", "exit_code", "log")
+        }
         return cls(block=block, **text)
 
 

@@ -18,10 +18,22 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_S = 60.0
 # the states after which a job never runs again (a REQUEUED job runs again)
-TERMINAL = frozenset({
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
-    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED", "UNKNOWN",
-})  # fmt: skip
+TERMINAL = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "PREEMPTED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "SPECIAL_EXIT",
+        "REVOKED",
+        "UNKNOWN",
+    }
+)
 GONE = "UNKNOWN"  # neither slurmctld nor accounting knows the job any more
 
 
@@ -96,9 +108,14 @@ def _squeue(ids: Sequence[str]) -> dict[str, JobState] | None:
     for line in result.output.splitlines():
         parts = line.strip().split("|", 5)
         if len(parts) == 6 and parts[0] in ids:
-            out[parts[0]] = JobState(job_id=parts[0], state=_base(parts[1]),
-                                     reason=_none(parts[2]), node=parts[3], user=parts[4],
-                                     comment=_none(parts[5]))  # fmt: skip
+            out[parts[0]] = JobState(
+                job_id=parts[0],
+                state=_base(parts[1]),
+                reason=_none(parts[2]),
+                node=parts[3],
+                user=parts[4],
+                comment=_none(parts[5]),
+            )
     return out
 
 
@@ -109,10 +126,16 @@ def _settled(job_id: str, accounted: JobState | None, seen: JobState | None) -> 
     not yet written); else the last word of either."""
     if accounted is not None and accounted.terminal:
         return accounted
-    return _scontrol(job_id) or accounted or seen or JobState(
-        job_id=job_id, state=GONE,
-        reason="slurmctld no longer knows the job and accounting has no record of it",
-    )  # fmt: skip
+    return (
+        _scontrol(job_id)
+        or accounted
+        or seen
+        or JobState(
+            job_id=job_id,
+            state=GONE,
+            reason="slurmctld no longer knows the job and accounting has no record of it",
+        )
+    )
 
 
 _FIELD = re.compile(r"(?:^|\s)(JobState|Reason|ExitCode|NodeList)=(\S*)")
@@ -126,9 +149,13 @@ def _scontrol(job_id: str) -> JobState | None:
     if "JobState" not in fields:
         return None
     state, reason = fields["JobState"], fields.get("Reason", "")
-    return JobState(job_id=job_id, state=_base(state), reason=_reason(state, reason),
-                    node=_none(fields.get("NodeList", "")),
-                    exit_code=fields.get("ExitCode", ""))  # fmt: skip
+    return JobState(
+        job_id=job_id,
+        state=_base(state),
+        reason=_reason(state, reason),
+        node=_none(fields.get("NodeList", "")),
+        exit_code=fields.get("ExitCode", ""),
+    )
 
 
 # sacct --parsable2 columns, in this order; --allocations: one line per job, no steps
@@ -163,8 +190,13 @@ def parse_sacct(text: str, ids: Sequence[str]) -> dict[str, JobState]:
         if len(parts) != len(SACCT_FIELDS) or parts[0] not in ids:
             continue
         job_id, state, reason, node, exit_code = parts
-        out[job_id] = JobState(job_id=job_id, state=_base(state), reason=_reason(state, reason),
-                               node=_none(node), exit_code=exit_code)  # fmt: skip
+        out[job_id] = JobState(
+            job_id=job_id,
+            state=_base(state),
+            reason=_reason(state, reason),
+            node=_none(node),
+            exit_code=exit_code,
+        )
     return out
 
 

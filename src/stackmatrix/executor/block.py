@@ -40,9 +40,17 @@ def block_main(args: argparse.Namespace, progress: Progress) -> int:
     from stackmatrix.spec import load_spec
 
     spec = replace(load_spec(args.spec), order_seed=args.order_seed)
-    opts = RunOptions(spec=spec, cells=tuple(args.cell), output=args.output, resume=True,
-                      work_dir=args.work_dir or default_work_dir(), force=args.force,
-                      backend=args.backend, order=args.order, argv=())  # fmt: skip
+    opts = RunOptions(
+        spec=spec,
+        cells=tuple(args.cell),
+        output=args.output,
+        resume=True,
+        work_dir=args.work_dir or default_work_dir(),
+        force=args.force,
+        backend=args.backend,
+        order=args.order,
+        argv=(),
+    )
     run_block(opts, args.block, progress)
     return 0
 

@@ -127,12 +127,21 @@ class _Submitter:
             try:
                 job_id = _slurmctl.submit(argv)
             except _slurmctl.SubmitFailed as exc:
-                self.jobs.add(JobRecord(block=block, submitted=now_iso(),
-                                        state="SUBMIT_FAILED", reason=str(exc)))  # fmt: skip
+                self.jobs.add(
+                    JobRecord(
+                        block=block, submitted=now_iso(), state="SUBMIT_FAILED", reason=str(exc)
+                    )
+                )
                 self.say("slurm", block_name(block), f"failed: sbatch refused the job: {exc}")
                 return None
-            self.jobs.add(JobRecord(block=block, job_id=job_id, submitted=now_iso(),
-                                    log=layout.slurm_log(block_name(block), job_id)))  # fmt: skip
+            self.jobs.add(
+                JobRecord(
+                    block=block,
+                    job_id=job_id,
+                    submitted=now_iso(),
+                    log=layout.slurm_log(block_name(block), job_id),
+                )
+            )
         self.say("slurm", block_name(block), f"submitted job {job_id}")
         return job_id
 
@@ -142,16 +151,27 @@ class _Submitter:
         script = folder / layout.slurm_script(block_name(block))
         opts = self.opts
         command = BlockCommand(
-            spec=Path(opts.spec.path), run_dir=self.run_dir.path, work_dir=opts.work_dir,
-            block=block, order=opts.order or opts.spec.order, order_seed=self.seed,
-            cells=tuple(pc.cell.id for pc in self.planned), backend=opts.backend,
+            spec=Path(opts.spec.path),
+            run_dir=self.run_dir.path,
+            work_dir=opts.work_dir,
+            block=block,
+            order=opts.order or opts.spec.order,
+            order_seed=self.seed,
+            cells=tuple(pc.cell.id for pc in self.planned),
+            backend=opts.backend,
             force=opts.force,
-        )  # fmt: skip
+        )
         _atomic.write_text(script, script_text(command, opts.spec.executor, cwd=Path.cwd()))
         name = f"stackmatrix-{opts.spec.name}-{block_name(block)}"
-        return sbatch_argv(opts.spec.executor, script=script.resolve(), log_dir=folder,
-                           log_stem=block_name(block), job_name=name, after=after,
-                           comment=run_tag(self.run_dir.path))  # fmt: skip
+        return sbatch_argv(
+            opts.spec.executor,
+            script=script.resolve(),
+            log_dir=folder,
+            log_stem=block_name(block),
+            job_name=name,
+            after=after,
+            comment=run_tag(self.run_dir.path),
+        )
 
     def _follow(self) -> None:
         while live := self.jobs.live():
@@ -164,10 +184,18 @@ class _Submitter:
         for job in jobs:
             state = now.get(job.job_id)
             if state is None or (state.state, state.reason, state.node) == (
-                job.state, job.reason, job.node):  # fmt: skip
+                job.state,
+                job.reason,
+                job.node,
+            ):
                 continue
-            updated = self.jobs.update(job.job_id, state=state.state, reason=state.reason,
-                                       node=state.node, exit_code=state.exit_code)  # fmt: skip
+            updated = self.jobs.update(
+                job.job_id,
+                state=state.state,
+                reason=state.reason,
+                node=state.node,
+                exit_code=state.exit_code,
+            )
             self.say("slurm", block_name(job.block), _describe(updated, self.run_dir.path))
 
     def _unbuilt(self) -> None:
@@ -183,8 +211,13 @@ class _Submitter:
         for pc in self.planned:
             cell_dir = self.run_dir.cell(pc.cell.id)
             if reusable(cell_dir, "build") is None:
-                write(cell_dir, "build", Fail("slurm_job_failed", message),
-                      inputs_hash=pc.content_hash, started=job.submitted)  # fmt: skip
+                write(
+                    cell_dir,
+                    "build",
+                    Fail("slurm_job_failed", message),
+                    inputs_hash=pc.content_hash,
+                    started=job.submitted,
+                )
                 self.say("build", pc.cell.id, f"failed: {message}")
 
     def _cancel(self, exc: KeyboardInterrupt) -> None:

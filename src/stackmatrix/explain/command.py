@@ -27,8 +27,14 @@ def round_runner(work_dir: Path, jobs: int, progress: Progress) -> RoundRunner:
 
     def run_round(spec: Spec, output: Path) -> None:
         check(spec)  # every rule of a spec file holds for the derived one
-        opts = RunOptions(spec=spec, output=output, reports_dir=output.parent,
-                          work_dir=work_dir, jobs=jobs, resume=True)  # fmt: skip
+        opts = RunOptions(
+            spec=spec,
+            output=output,
+            reports_dir=output.parent,
+            work_dir=work_dir,
+            jobs=jobs,
+            resume=True,
+        )
         run_pipeline(opts, progress)
 
     return run_round
@@ -50,10 +56,16 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
     # would write the same rounds and reports
     with results_dir_lock(args.results):
         for cell in cells:
-            path = explain_cell(args.results, cell, run_round=runner, launches=args.launches,
-                                max_rounds=args.rounds, warmup=args.warmup,
-                                warmup_launches=args.warmup_launches,
-                                rejudge=args.rejudge)  # fmt: skip
+            path = explain_cell(
+                args.results,
+                cell,
+                run_round=runner,
+                launches=args.launches,
+                max_rounds=args.rounds,
+                warmup=args.warmup,
+                warmup_launches=args.warmup_launches,
+                rejudge=args.rejudge,
+            )
             for line in _nofollow.read_json(path)["sentences"]:
                 print(_sanitize.text(line))
         _rerender(args.results)
@@ -63,15 +75,17 @@ def explain_main(args: argparse.Namespace, progress: Progress) -> int:
 def _check_counts(args: argparse.Namespace) -> None:
     from stackmatrix.errors import UsageError
 
-    for flag, value, least in (("--launches", args.launches, 1), ("--rounds", args.rounds, 1),
-                               ("--warmup", args.warmup, 0),
-                               ("--warmup-launches", args.warmup_launches, 0)):  # fmt: skip
+    for flag, value, least in (
+        ("--launches", args.launches, 1),
+        ("--rounds", args.rounds, 1),
+        ("--warmup", args.warmup, 0),
+        ("--warmup-launches", args.warmup_launches, 0),
+    ):
         if value is not None and value < least:
             raise UsageError(f"explain {flag} must be at least {least}, not {value}")
     # Each round's derived spec takes these as its bench's launches; said here, before
     # any round is written, and of the option, not of a round's spec file.
-    for flag, value in (("--launches", args.launches),
-                        ("--warmup-launches", args.warmup_launches)):  # fmt: skip
+    for flag, value in (("--launches", args.launches), ("--warmup-launches", args.warmup_launches)):
         if value is not None and value > MAX_LAUNCHES:
             raise UsageError(f"explain {flag} {value}: at most {MAX_LAUNCHES}")
 
@@ -91,9 +105,16 @@ def explainable_cells(run_dir: Path) -> list[str]:
     ]
 
 
-def explain_after_run(run_dir: Path, *, work_dir: Path, jobs: int, rounds: int,
-                      progress: Progress, cells: Sequence[str] = (),
-                      only: Sequence[str] = ()) -> list[Path]:  # fmt: skip
+def explain_after_run(
+    run_dir: Path,
+    *,
+    work_dir: Path,
+    jobs: int,
+    rounds: int,
+    progress: Progress,
+    cells: Sequence[str] = (),
+    only: Sequence[str] = (),
+) -> list[Path]:
     """`[report] explain = true`: explain every slower or faster cell (of `only`, when
     given: `explain_cells`; `cells` names them outright), then re-render. A cell
     whose explanation fails is said in the report (its explanation.json) and on stderr;

@@ -52,9 +52,13 @@ def prepare(run_dir: Path, cell: str, launches: int | None) -> tuple[ExplainCont
     report = model.cell(cell)
     if report.drift is None:
         raise UsageError(f"cell {cell!r} has no comparison with the baseline to explain")
-    derived = derive(report.drift.intended, report.drift.unintended,
-                     engine=_engine(results, cell), baseline=ctx.baseline_cell,
-                     cell=ctx.candidate)  # fmt: skip
+    derived = derive(
+        report.drift.intended,
+        report.drift.unintended,
+        engine=_engine(results, cell),
+        baseline=ctx.baseline_cell,
+        cell=ctx.candidate,
+    )
     return ctx, derived
 
 
@@ -80,9 +84,17 @@ def _context(
             "built from the results' copy, whose secret values (index credentials, "
             "secret env) are hidden"
         )
-    return ExplainContext(run_dir=results.path, cell=cell, baseline=results.baseline, metric=metric,
-                   thresholds=th, spec=spec, spec_dir=spec_dir, launches=launches,
-                   note=note)  # fmt: skip
+    return ExplainContext(
+        run_dir=results.path,
+        cell=cell,
+        baseline=results.baseline,
+        metric=metric,
+        thresholds=th,
+        spec=spec,
+        spec_dir=spec_dir,
+        launches=launches,
+        note=note,
+    )
 
 
 def _original_spec(path: Path, digest: str) -> Spec | None:
@@ -116,13 +128,13 @@ def _results_copy(results: RunResults, needed: Sequence[str]) -> Spec:
             raise ResultsError(
                 f"{layout.PLAN_JSON} of {results.path} has no definition of {cell_id!r}"
             )
-        fields = {k: v for k, v in found.definition.items()
-                  if k not in ("id", "axes") and v is not None}  # fmt: skip
+        fields = {
+            k: v for k, v in found.definition.items() if k not in ("id", "axes") and v is not None
+        }
         tables.append({"id": cell_id, **fields})
     # the cells as plan.json defines them, in place of the copy's own
     top = {k: v for k, v in raw.items() if k not in _CELL_TABLES}
-    return parse_spec({**top, "baseline": results.baseline, "cell": tables},
-                      path=str(spec_file))  # fmt: skip
+    return parse_spec({**top, "baseline": results.baseline, "cell": tables}, path=str(spec_file))
 
 
 _CELL_TABLES = ("cell", "defaults", "axes", "include", "exclude")

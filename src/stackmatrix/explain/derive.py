@@ -94,8 +94,9 @@ def _unintended_change(diff: Difference, engine: str) -> Change | str:
     if source == "server":
         return _server_change(diff, name, engine)
     if source == "env":
-        return Change(key=diff.key, label=_label(diff), to_value=diff.baseline,
-                      env=((name, diff.baseline),))  # fmt: skip
+        return Change(
+            key=diff.key, label=_label(diff), to_value=diff.baseline, env=((name, diff.baseline),)
+        )
     if source == "log":
         return _log_change(diff, engine)
     if source == "package":
@@ -116,8 +117,7 @@ def _package_change(diff: Difference) -> Change | str:
         )
     if not version or version == "?":
         return f"no switch known for {diff.key}: the baseline's version is unknown"
-    return Change(key=diff.key, label=_label(diff), to_value=version,
-                  pins=(f"{name}=={version}",))  # fmt: skip
+    return Change(key=diff.key, label=_label(diff), to_value=version, pins=(f"{name}=={version}",))
 
 
 def _server_change(diff: Difference, name: str, engine: str) -> Change | str:
@@ -155,8 +155,9 @@ def _log_change(diff: Difference, engine: str) -> Change | str:
         if rule["fact"] == diff.key and rule["engine"] == engine and rule["value"] == diff.baseline:
             env = tuple(sorted((str(k), str(v)) for k, v in (rule.get("env") or {}).items()))
             args = tuple(str(a) for a in rule.get("args") or ())
-            return Change(key=diff.key, label=_label(diff), to_value=str(rule["value"]),
-                          env=env, args=args)  # fmt: skip
+            return Change(
+                key=diff.key, label=_label(diff), to_value=str(rule["value"]), env=env, args=args
+            )
     return f"no switch known for {diff.key} = {diff.baseline!r} in {engine or 'this engine'}"
 
 
@@ -168,8 +169,14 @@ def _intended_changes(
     for name, pin in _pins(cell.pins).items():
         theirs = base_pins.get(name)
         if theirs is not None and theirs != pin:
-            out.append(Change(key=f"package:{name}", label=f"{name} {pin} -> {theirs}",
-                              to_value=_pinned_version(theirs), pins=(theirs,)))  # fmt: skip
+            out.append(
+                Change(
+                    key=f"package:{name}",
+                    label=f"{name} {pin} -> {theirs}",
+                    to_value=_pinned_version(theirs),
+                    pins=(theirs,),
+                )
+            )
     base_args, cell_args = list(base.server_args), list(cell.server_args)
     if base_args != cell_args:
         per_flag = _flag_changes(base_args, cell_args, intended, engine)
@@ -177,15 +184,27 @@ def _intended_changes(
             out += per_flag
         else:
             shown, back = " ".join(cell_args) or "(none)", " ".join(base_args) or "(none)"
-            out.append(Change(key="cell:server_args", label=f"server_args {shown} -> {back}",
-                              to_value="baseline", server_args=tuple(base_args)))  # fmt: skip
+            out.append(
+                Change(
+                    key="cell:server_args",
+                    label=f"server_args {shown} -> {back}",
+                    to_value="baseline",
+                    server_args=tuple(base_args),
+                )
+            )
     base_env, cell_env = dict(base.env), dict(cell.env)
     for name in sorted(set(base_env) | set(cell_env)):
         if base_env.get(name) == cell_env.get(name) or name not in base_env:
             continue  # same, or nothing to set back to (an env var cannot be unset)
         label = f"{name} {cell_env.get(name)} -> {base_env[name]}"
-        out.append(Change(key=f"env:{name}", label=label, to_value=base_env[name],
-                          env=((name, base_env[name]),)))  # fmt: skip
+        out.append(
+            Change(
+                key=f"env:{name}",
+                label=label,
+                to_value=base_env[name],
+                env=((name, base_env[name]),),
+            )
+        )
     return out
 
 
@@ -230,15 +249,27 @@ def _flag_changes(
         shown = " ".join(mine) if mine else "(set)" if mine is not None else "(not set)"
         if theirs is not None:
             back = " ".join(theirs)
-            out.append(Change(key=f"arg:{flag[2:]}", label=f"{flag} {shown} -> {back or '(set)'}",
-                              to_value=back or "true", args=(flag, *theirs)))  # fmt: skip
+            out.append(
+                Change(
+                    key=f"arg:{flag[2:]}",
+                    label=f"{flag} {shown} -> {back or '(set)'}",
+                    to_value=back or "true",
+                    args=(flag, *theirs),
+                )
+            )
             continue
         diff = resolved.get(name)
         made = _server_change(diff, name, engine) if diff and diff.baseline else None
         if not isinstance(made, Change) or made.args[:1] != (flag,):
             return None  # only the candidate sets it, and its default is not known
-        out.append(Change(key=f"arg:{flag[2:]}", label=f"{flag} {shown} -> {made.to_value}",
-                          to_value=made.to_value, args=made.args))  # fmt: skip
+        out.append(
+            Change(
+                key=f"arg:{flag[2:]}",
+                label=f"{flag} {shown} -> {made.to_value}",
+                to_value=made.to_value,
+                args=made.args,
+            )
+        )
     return out or None
 
 

@@ -59,8 +59,14 @@ class Round:
 
 
 def _cold(c: ColdStart) -> JSONObject:
-    return {"cell": c.cell, "label": c.label, "first": c.first, "median": c.median,
-            "warmup_launches": c.warmup_launches, "worse": c.worse}  # fmt: skip
+    return {
+        "cell": c.cell,
+        "label": c.label,
+        "first": c.first,
+        "median": c.median,
+        "warmup_launches": c.warmup_launches,
+        "worse": c.worse,
+    }
 
 
 def stopped(
@@ -177,10 +183,11 @@ def status(found: str, rounds: Sequence[Round]) -> str:
 
 def _counts(unfinished: Sequence[Unfinished]) -> str:
     return ", ".join(
-        f"{u.cell} {u.launches} of {u.planned} launches" if u.planned
+        f"{u.cell} {u.launches} of {u.planned} launches"
+        if u.planned
         else f"{u.cell} {u.launches} launches"
         for u in unfinished
-    )  # fmt: skip
+    )
 
 
 def _unfinished_sentences(rounds: Sequence[Round]) -> list[str]:

@@ -33,10 +33,11 @@ def plan_lines(
     out += [f"  note: {note}" for note in derived.notes]
     if groups:
         cells = len(groups) + 2
-        out.append(f"round 1: {len(groups)} revert cell(s) + {ctx.baseline} + {cell}, "
-                   f"{per_cell} launch(es) each = {cells * per_cell} launches"
-                   + (f", after {warm} warm-up launch(es) each ({cells * warm} more)"
-                      if warm else ""))  # fmt: skip
+        out.append(
+            f"round 1: {len(groups)} revert cell(s) + {ctx.baseline} + {cell}, "
+            f"{per_cell} launch(es) each = {cells * per_cell} launches"
+            + (f", after {warm} warm-up launch(es) each ({cells * warm} more)" if warm else "")
+        )
         out += _round_time(run_dir, ctx.baseline, cell, len(groups), per_cell + warm)
     return out
 

@@ -87,8 +87,9 @@ def _reverted(cand: Cell, group: Sequence[Change]) -> Cell:
         server_args += change.args
         env.update(change.env)
         pins = _replace_pins(pins, change.pins)
-    return replace(cand, server_args=tuple(server_args), env=tuple(sorted(env.items())),
-                   pins=tuple(pins))  # fmt: skip
+    return replace(
+        cand, server_args=tuple(server_args), env=tuple(sorted(env.items())), pins=tuple(pins)
+    )
 
 
 def _replace_pins(pins: Sequence[str], new: Sequence[str]) -> list[str]:
@@ -145,5 +146,10 @@ def _bench(ctx: ExplainContext, bench: Bench) -> Bench:
         if candidate.exists():
             model = str(candidate.resolve())
     # a round judges the headline metric only: no load points
-    return replace(bench, warmup_launches=warmup_launches(ctx, bench),
-                   workload=workload, points=(), model=model)  # fmt: skip
+    return replace(
+        bench,
+        warmup_launches=warmup_launches(ctx, bench),
+        workload=workload,
+        points=(),
+        model=model,
+    )

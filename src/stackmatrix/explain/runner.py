@@ -59,8 +59,7 @@ def explain_cell(
     `rejudge`, the rounds kept are judged again (by this version, on any machine) and
     nothing is measured."""
     ctx, derived = prepare(run_dir, cell, launches)
-    ctx = dataclasses.replace(ctx, warmup=warmup, warmup_launches=warmup_launches,
-                              rejudge=rejudge)  # fmt: skip
+    ctx = dataclasses.replace(ctx, warmup=warmup, warmup_launches=warmup_launches, rejudge=rejudge)
     out = _explain_dir(run_dir, cell)
     rounds: list[Round] = []
 
@@ -71,8 +70,13 @@ def explain_cell(
 
     path = out / EXPLANATION_FILE
     try:
-        result = search(list(derived.changes), measure, metric=ctx.metric,
-                        thresholds=ctx.thresholds, max_rounds=max_rounds)  # fmt: skip
+        result = search(
+            list(derived.changes),
+            measure,
+            metric=ctx.metric,
+            thresholds=ctx.thresholds,
+            max_rounds=max_rounds,
+        )
     except KeptRound:
         raise  # nothing was measured: the explanation of the kept rounds stands
     except StackmatrixError as exc:
@@ -132,17 +136,23 @@ def _round(
     every = [ctx.baseline, ctx.cell, *ids]
     model = build_model(results)
     measured_ids = [cid for cid in ids if launches(cid)]
-    rounds.append(Round(
-        round=k, dir=round_dir.name, cells=dict(zip(ids, groups, strict=True)),
-        launches=sum(len(launches(c)) for c in every),
-        cold_starts=_cold_starts(model, ctx.metric),
-        unfinished=_unfinished(results, every, launches),
-        brought_back=_brought_back(model, ctx.cell, measured_ids, cannot),
-    ))  # fmt: skip
-    return RoundData(baseline=launches(ctx.baseline), candidate=launches(ctx.cell),
-                     groups=[launches(cid) for cid in ids],
-                     not_run=["" if launches(cid) else _not_run(results, cid)
-                              for cid in ids])  # fmt: skip
+    rounds.append(
+        Round(
+            round=k,
+            dir=round_dir.name,
+            cells=dict(zip(ids, groups, strict=True)),
+            launches=sum(len(launches(c)) for c in every),
+            cold_starts=_cold_starts(model, ctx.metric),
+            unfinished=_unfinished(results, every, launches),
+            brought_back=_brought_back(model, ctx.cell, measured_ids, cannot),
+        )
+    )
+    return RoundData(
+        baseline=launches(ctx.baseline),
+        candidate=launches(ctx.cell),
+        groups=[launches(cid) for cid in ids],
+        not_run=["" if launches(cid) else _not_run(results, cid) for cid in ids],
+    )
 
 
 def _refuse_other_round(round_dir: Path, text: str) -> None:
@@ -169,8 +179,11 @@ def _refuse_other_round(round_dir: Path, text: str) -> None:
 def _kept_round(round_dir: Path, ids: Sequence[str]) -> None:
     missing = [cid for cid in ids if not (round_dir / layout.CELLS_DIR / cid).is_dir()]
     if not (round_dir / layout.RUN_JSON).is_file() or missing:
-        what = f"no {layout.RUN_JSON}" if not (round_dir / layout.RUN_JSON).is_file() else (
-            f"no cell {', '.join(missing)}")  # fmt: skip
+        what = (
+            f"no {layout.RUN_JSON}"
+            if not (round_dir / layout.RUN_JSON).is_file()
+            else (f"no cell {', '.join(missing)}")
+        )
         raise UsageError(
             f"--rejudge: {round_dir} was not measured ({what}): run `stackmatrix explain` "
             "without --rejudge to measure it"

@@ -74,8 +74,14 @@ def classify(
 ) -> Effect[T]:
     if not any(data):
         outcome = Outcome.NOT_RUN if why_not else Outcome.UNDECIDED
-        return Effect(group=group, outcome=outcome, vs_baseline=None, vs_candidate=None,
-                      recovered=None, why=why_not)  # fmt: skip
+        return Effect(
+            group=group,
+            outcome=outcome,
+            vs_baseline=None,
+            vs_candidate=None,
+            recovered=None,
+            why=why_not,
+        )
     vs_base = compare(data, rd.baseline, metric=metric, thresholds=th)
     vs_cand = compare(data, rd.candidate, metric=metric, thresholds=th)
     gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=th)
@@ -94,8 +100,9 @@ def classify(
         outcome = Outcome.NO_EFFECT
     else:
         outcome = Outcome.UNDECIDED
-    return Effect(group=group, outcome=outcome, vs_baseline=vs_base, vs_candidate=vs_cand,
-                  recovered=recovered)  # fmt: skip
+    return Effect(
+        group=group, outcome=outcome, vs_baseline=vs_base, vs_candidate=vs_cand, recovered=recovered
+    )
 
 
 def split(items: Sequence[T]) -> list[tuple[T, ...]]:
@@ -126,8 +133,10 @@ def search(
         rd = measure(groups)
         result.gap = compare(rd.candidate, rd.baseline, metric=metric, thresholds=thresholds)
         why = rd.not_run or [""] * len(groups)
-        effects = [classify(g, d, rd, metric, thresholds, w)
-                   for g, d, w in zip(groups, rd.groups, why, strict=True)]  # fmt: skip
+        effects = [
+            classify(g, d, rd, metric, thresholds, w)
+            for g, d, w in zip(groups, rd.groups, why, strict=True)
+        ]
         result.rounds.append(effects)
         best = _best(effects)
         if best is None:
@@ -207,15 +216,16 @@ def _narrow(
         rd = measure(asked)
         rounds_left -= 1
         why = rd.not_run or [""] * len(asked)
-        effects = [classify(g, d, rd, metric, thresholds, w)
-                   for g, d, w in zip(asked, rd.groups, why, strict=True)]  # fmt: skip
+        effects = [
+            classify(g, d, rd, metric, thresholds, w)
+            for g, d, w in zip(asked, rd.groups, why, strict=True)
+        ]
         result.rounds.append(effects)
         if not verified:
             if effects[0].outcome is not Outcome.EXPLAINS:
                 break  # the parts were not independent: the last verified set stands
             known, effects = effects[0], effects[1:]
-        unneeded = [p for p, e in zip(parts, effects, strict=True)
-                    if e.outcome is Outcome.EXPLAINS]  # fmt: skip
+        unneeded = [p for p, e in zip(parts, effects, strict=True) if e.outcome is Outcome.EXPLAINS]
         if len(unneeded) == 1:
             current = [x for x in current if x not in unneeded[0]]
             known, verified = effects[parts.index(unneeded[0])], True

@@ -111,12 +111,23 @@ def _is_run_of(path: Path, name: str) -> bool:
 
 # what a results directory holds before its run.json (a run stopped early, a results
 # directory whose run.json was lost); a spec.toml there may be the user's own spec
-_OURS = frozenset({
-    layout.LOCK_FILE, layout.CELLS_DIR, layout.EXPLAIN_DIR, layout.PLAN_JSON,
-    layout.WORKLOAD_JSON, layout.WORKLOAD_JSONL, layout.BENCH_SCHEDULE, layout.REPORT_MD,
-    layout.REPORT_HTML, layout.REPORT_JSON, layout.REPORT_JUNIT, layout.SLURM_DIR,
-    layout.CALIBRATION_JSON,
-})  # fmt: skip
+_OURS = frozenset(
+    {
+        layout.LOCK_FILE,
+        layout.CELLS_DIR,
+        layout.EXPLAIN_DIR,
+        layout.PLAN_JSON,
+        layout.WORKLOAD_JSON,
+        layout.WORKLOAD_JSONL,
+        layout.BENCH_SCHEDULE,
+        layout.REPORT_MD,
+        layout.REPORT_HTML,
+        layout.REPORT_JSON,
+        layout.REPORT_JUNIT,
+        layout.SLURM_DIR,
+        layout.CALIBRATION_JSON,
+    }
+)
 
 
 def _refuse_foreign(path: Path) -> None:

@@ -208,15 +208,20 @@ class BenchData:
         def launches(records: tuple[LaunchRecord, ...]) -> list[JSONValue] | None:
             return [x.to_dict() for x in records] if records else None
 
-        return present({
-            "engine": self.engine,
-            "engine_version": self.engine_version,
-            "launches": launches(self.launches),
-            "warmup_launches": launches(self.warmup_launches),
-            "effective_config": self.effective_config,
-            "summary": plain(self.summary),
-            "points": {k: p.to_dict() for k, p in self.points.items()} or None,
-        }) | self.extra  # fmt: skip
+        return (
+            present(
+                {
+                    "engine": self.engine,
+                    "engine_version": self.engine_version,
+                    "launches": launches(self.launches),
+                    "warmup_launches": launches(self.warmup_launches),
+                    "effective_config": self.effective_config,
+                    "summary": plain(self.summary),
+                    "points": {k: p.to_dict() for k, p in self.points.items()} or None,
+                }
+            )
+            | self.extra
+        )
 
 
 def _epoch_ms(launch: LaunchRecord) -> int | None:

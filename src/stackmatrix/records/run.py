@@ -43,10 +43,22 @@ class ReportPolicyRecord:
 
 # written by every run (null when unknown); the others only when they apply
 _RUN_ALWAYS = (
-    "spec_name", "spec_path", "spec_hash", "baseline", "targets", "driver", "cells",
-    "order", "order_seed", "created", "updated", "stackmatrix_version", "run_id", "argv",
+    "spec_name",
+    "spec_path",
+    "spec_hash",
+    "baseline",
+    "targets",
+    "driver",
+    "cells",
+    "order",
+    "order_seed",
+    "created",
+    "updated",
+    "stackmatrix_version",
+    "run_id",
+    "argv",
     "report",
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,8 +19,10 @@ def explanations(report: MatrixReport) -> str:
             for c in _fmt.items(ex.get("cannot_isolate"))
         ]
         lis = "".join(f"<li>{esc(x)}</li>" for x in items)
-        blocks.append(f"<h3>{esc(ex.get('cell'))}: {esc(ex.get('status'))}</h3><ul>{lis}</ul>"
-                      + _explanation_plot(ex))  # fmt: skip
+        blocks.append(
+            f"<h3>{esc(ex.get('cell'))}: {esc(ex.get('status'))}</h3><ul>{lis}</ul>"
+            + _explanation_plot(ex)
+        )
     return "<h2>Explanation</h2>" + "".join(blocks) if blocks else ""
 
 
@@ -32,8 +34,11 @@ def _explanation_plot(ex: JSONObject) -> str:
         found = effects.get("effects") if isinstance(effects, dict) else None
         for effect in _fmt.items(found):
             if isinstance(effect, dict):
-                keys = ", ".join(str(g.get("key")) for g in _fmt.items(effect.get("group"))
-                                 if isinstance(g, dict))  # fmt: skip
+                keys = ", ".join(
+                    str(g.get("key"))
+                    for g in _fmt.items(effect.get("group"))
+                    if isinstance(g, dict)
+                )
                 rows.append(_ratio_row(f"round {i}: without {keys}", effect.get("vs_baseline")))
     shown = [r for r in rows if r is not None]
     if not shown:
@@ -51,7 +56,10 @@ def _ratio_row(label: str, comparison: JSONValue) -> _svg.IntervalRow | None:
     tone = next((t for v, t in TONE.items() if v.value == verdict), "open")
     low, high = comparison.get("ci_low"), comparison.get("ci_high")
     return _svg.IntervalRow(
-        label=label, points=(), center=float(ratio),
+        label=label,
+        points=(),
+        center=float(ratio),
         low=float(low) if isinstance(low, int | float) else None,
-        high=float(high) if isinstance(high, int | float) else None, tone=tone,
-    )  # fmt: skip
+        high=float(high) if isinstance(high, int | float) else None,
+        tone=tone,
+    )

@@ -69,8 +69,9 @@ def frontier_plot(
     height = legend_top + LEGEND_ROW * max(row for _, row, _ in entries) + 8
     out = [*svg_open(height, title), *xy_axes(xs, ys, x_label=x_label, unit=unit, whole_x=False)]
     if not xs.from_zero:
-        out.append(f'<text x="{T_LEFT}" y="{T_TOP + T_PLOT + 32}" class="axis-note">'
-                   f"x {AXIS_NOTE}</text>")  # fmt: skip
+        out.append(
+            f'<text x="{T_LEFT}" y="{T_TOP + T_PLOT + 32}" class="axis-note">x {AXIS_NOTE}</text>'
+        )
     if line is not None:
         out += _line(line, xs)
     for i, curve in enumerate(curves):
@@ -118,13 +119,17 @@ def _whiskers(m: Mark, fill: str, xs: Scale, ys: Scale) -> list[str]:
     y = ty(ys, m.y)
     if m.x_span is not None and all(finite(v) for v in m.x_span):
         x1, x2 = (tx(xs, v) for v in m.x_span)
-        out.append(f'<line x1="{x1:.1f}" y1="{y:.1f}" x2="{x2:.1f}" y2="{y:.1f}" '
-                   f'stroke="{fill}" stroke-width="1"/>')  # fmt: skip
+        out.append(
+            f'<line x1="{x1:.1f}" y1="{y:.1f}" x2="{x2:.1f}" y2="{y:.1f}" '
+            f'stroke="{fill}" stroke-width="1"/>'
+        )
     if m.y_span is not None and all(finite(v) for v in m.y_span):
         x = tx(xs, m.x)
         y1, y2 = (ty(ys, v) for v in m.y_span)
-        out.append(f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}" '
-                   f'stroke="{fill}" stroke-width="1"/>')  # fmt: skip
+        out.append(
+            f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}" '
+            f'stroke="{fill}" stroke-width="1"/>'
+        )
     return out
 
 

@@ -77,8 +77,9 @@ def side(
     values = [statistics.median(r) for _, r in measured]
     gone = {x.position: x for x in rejected(values, min_effect=min_effect)}
     notes = [f"{who} L{measured[i][0]}: {x.reason()}" for i, x in sorted(gone.items())]
-    kept = {k: v for i, ((k, _), v) in enumerate(zip(measured, values, strict=True))
-            if i not in gone}  # fmt: skip
+    kept = {
+        k: v for i, ((k, _), v) in enumerate(zip(measured, values, strict=True)) if i not in gone
+    }
     return Side(by_block=kept, rounds=[r for _, r in measured], rejected=notes, slot=slot)
 
 

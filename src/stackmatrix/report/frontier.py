@@ -347,8 +347,9 @@ def goodput_verdict(
     if zero is not None:
         return zero
     values = (_launch_values(mine.goodputs), _launch_values(base.goodputs))
-    return judged(*cells, values, metric=GOODPUT, thresholds=thresholds,
-                  where=" at the headline load")  # fmt: skip
+    return judged(
+        *cells, values, metric=GOODPUT, thresholds=thresholds, where=" at the headline load"
+    )
 
 
 def _launch_values(launches: Sequence[Sequence[float]]) -> list[list[float]]:
@@ -379,16 +380,27 @@ def _zero(
             f"{'this cell' if slower else base}, and some did in every launch of "
             f"{base if slower else 'this cell'}"
         )
-        return Comparison(metric=GOODPUT, verdict=Verdict.SLOWER if slower else Verdict.FASTER,
-                          reason=reason, confidence=thresholds.confidence, unit="launch",
-                          n_cell=len(a), n_baseline=len(b))  # fmt: skip
+        return Comparison(
+            metric=GOODPUT,
+            verdict=Verdict.SLOWER if slower else Verdict.FASTER,
+            reason=reason,
+            confidence=thresholds.confidence,
+            unit="launch",
+            n_cell=len(a),
+            n_baseline=len(b),
+        )
     reason = (
         f"goodput is 0 in {zeros[0]} of {len(a)} launches of this cell and {zeros[1]} of "
         f"{len(b)} of the baseline {baseline!r}: no ratio to judge"
     )
-    return Comparison(metric=GOODPUT, verdict=Verdict.INCONCLUSIVE, reason=reason,
-                      confidence=thresholds.confidence, n_cell=len(a),
-                      n_baseline=len(b))  # fmt: skip
+    return Comparison(
+        metric=GOODPUT,
+        verdict=Verdict.INCONCLUSIVE,
+        reason=reason,
+        confidence=thresholds.confidence,
+        n_cell=len(a),
+        n_baseline=len(b),
+    )
 
 
 def _median(values: Sequence[float | None]) -> float | None:

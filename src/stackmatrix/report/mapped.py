@@ -24,9 +24,13 @@ class LiveMapped:
     unmapped_findings: tuple[str, ...]  # files of findings the server never mapped
 
     def to_dict(self) -> JSONObject:
-        return {"launch": self.launch, "processes": self.processes,
-                "libraries": self.libraries, "extensions": list(self.extensions),
-                "unmapped_findings": list(self.unmapped_findings)}  # fmt: skip
+        return {
+            "launch": self.launch,
+            "processes": self.processes,
+            "libraries": self.libraries,
+            "extensions": list(self.extensions),
+            "unmapped_findings": list(self.unmapped_findings),
+        }
 
     def sentence(self) -> str:
         shown = ", ".join(self.extensions[:SHOWN])
@@ -37,8 +41,11 @@ class LiveMapped:
             f"environment's extensions: {shown or 'none'}{more}."
         )
         if self.unmapped_findings:
-            line += (" Findings name files it never mapped: "
-                     + ", ".join(self.unmapped_findings[:SHOWN]) + ".")  # fmt: skip
+            line += (
+                " Findings name files it never mapped: "
+                + ", ".join(self.unmapped_findings[:SHOWN])
+                + "."
+            )
         return line
 
 

@@ -199,8 +199,9 @@ def _with_frontiers(
     verdicts against the baseline's and the sentence that says them."""
     if not where:
         return list(cells)
-    made = {c.id: frontier_mod.frontier(c, where, bounds, thresholds.confidence)
-            for c in results.cells}  # fmt: skip
+    made = {
+        c.id: frontier_mod.frontier(c, where, bounds, thresholds.confidence) for c in results.cells
+    }
     base, base_results = made.get(results.baseline), results.cell(results.baseline)
     out = []
     for report in cells:
@@ -209,8 +210,9 @@ def _with_frontiers(
             assert mine_results is not None  # every report is of a cell of the results
             mine = frontier_mod.judge(mine, base, (mine_results, base_results), where, thresholds)
         if bounds:
-            said = _frontier_text.sentence(mine, base, headline=report.comparison,
-                                           metric=headline, baseline=results.baseline)  # fmt: skip
+            said = _frontier_text.sentence(
+                mine, base, headline=report.comparison, metric=headline, baseline=results.baseline
+            )
             mine = replace(mine, sentence=said)
         out.append(replace(report, frontier=mine))
     return out
@@ -239,19 +241,24 @@ def _points(
             if base is not None and cell is not base and launches:
                 comparison = _compare_at(cell, base, metric, name, thresholds)
             value = interval(samples, confidence=thresholds.confidence) if samples.values else None
-            rows.append(PointRow(
-                cell=cell.id,
-                value=value,
-                launches=len(launches),
-                comparison=comparison,
-            ))  # fmt: skip
-        out.append(LoadPointReport(
-            name=name, metric=metric,
-            max_concurrency=info.max_concurrency,
-            num_prompts=info.num_prompts,
-            rows=tuple(rows),
-            latency=latency_rows(results.cells, name),
-        ))  # fmt: skip
+            rows.append(
+                PointRow(
+                    cell=cell.id,
+                    value=value,
+                    launches=len(launches),
+                    comparison=comparison,
+                )
+            )
+        out.append(
+            LoadPointReport(
+                name=name,
+                metric=metric,
+                max_concurrency=info.max_concurrency,
+                num_prompts=info.num_prompts,
+                rows=tuple(rows),
+                latency=latency_rows(results.cells, name),
+            )
+        )
     return tuple(out)
 
 
@@ -280,15 +287,21 @@ class ColdStart:
 
     def _advice(self) -> str:
         if self.warmup_launches:
-            return (f"after {self.warmup_launches} warm-up launch(es) of its own it still paid "
-                    "for a cold start (a JIT's compiles, cold caches): raise "
-                    "bench.warmup_launches")  # fmt: skip
+            return (
+                f"after {self.warmup_launches} warm-up launch(es) of its own it still paid "
+                "for a cold start (a JIT's compiles, cold caches): raise "
+                "bench.warmup_launches"
+            )
         if self.run_warmups:
-            return ("the run's warm-up launch warmed the host, not this cell's own cold start "
-                    "(its JIT's compiles, its caches): set bench.warmup_launches to warm "
-                    "every cell")  # fmt: skip
-        return ("no warm-up launch ran before it, so it paid for the host's cold start: keep "
-                "bench.host_warmup on (the default)")  # fmt: skip
+            return (
+                "the run's warm-up launch warmed the host, not this cell's own cold start "
+                "(its JIT's compiles, its caches): set bench.warmup_launches to warm "
+                "every cell"
+            )
+        return (
+            "no warm-up launch ran before it, so it paid for the host's cold start: keep "
+            "bench.host_warmup on (the default)"
+        )
 
 
 def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[ColdStart]:
@@ -305,9 +318,16 @@ def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[Cold
         first, median = values[0], statistics.median(values[1:])
         if median == 0 or (first < median) != better_high:
             continue  # an outlier on the good side is not a cold start
-        out.append(ColdStart(cell=cell.id, label=measured[0].label, first=first,
-                             median=median, warmup_launches=len(cell.warmup_launches),
-                             run_warmups=warmups))  # fmt: skip
+        out.append(
+            ColdStart(
+                cell=cell.id,
+                label=measured[0].label,
+                first=first,
+                median=median,
+                warmup_launches=len(cell.warmup_launches),
+                run_warmups=warmups,
+            )
+        )
     return out
 
 

@@ -60,7 +60,10 @@ def rejected(values: Sequence[float], *, min_effect: float = 0.02) -> list[Rejec
     out = []
     for i, x in enumerate(logs):
         if abs(x - center) > limit:
-            out.append(Rejection(position=i, value=values[i], median=math.exp(center),
-                                 off=math.expm1(x - center)))  # fmt: skip
+            out.append(
+                Rejection(
+                    position=i, value=values[i], median=math.exp(center), off=math.expm1(x - center)
+                )
+            )
     # never more than a minority: a cell split in two is a bimodal server, not outliers
     return out if 2 * len(out) < len(logs) else []

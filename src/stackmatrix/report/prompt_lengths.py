@@ -44,8 +44,10 @@ def _note(cell: str, checks: Sequence[JSONObject]) -> str | None:
     first = bad[0].get("first")
     example = ""
     if isinstance(first, dict):
-        example = (f"; request {first.get('index')}: input_len {first.get('input_len')}, "
-                   f"the server counted {first.get('prompt_tokens')}")  # fmt: skip
+        example = (
+            f"; request {first.get('index')}: input_len {first.get('input_len')}, "
+            f"the server counted {first.get('prompt_tokens')}"
+        )
     return (
         f"{cell}: {mismatched} of {checked} measured requests, in {len(bad)} of "
         f"{len(checks)} rounds, reached the server with another prompt length than their "

@@ -36,8 +36,12 @@ class Drift:
         return f"{self.per_cycle:+.2%} per cycle [{self.low:+.2%}, {self.high:+.2%}]"
 
     def to_dict(self) -> JSONObject:
-        out: JSONObject = {"per_cycle": self.per_cycle, "low": self.low, "high": self.high,
-                           "launches": self.launches}  # fmt: skip
+        out: JSONObject = {
+            "per_cycle": self.per_cycle,
+            "low": self.low,
+            "high": self.high,
+            "launches": self.launches,
+        }
         if self.cell is not None:
             out["cell"] = self.cell
         return out
@@ -103,8 +107,10 @@ class Protocol:
             unit = "GPU-minutes" if self.gpus else "minutes (no GPU)"
             saved = ""
             if self.saved_minutes:
-                saved = (f", about {self.saved_minutes:.1f} saved by the launches the "
-                         "design chose not to run")  # fmt: skip
+                saved = (
+                    f", about {self.saved_minutes:.1f} saved by the launches the "
+                    "design chose not to run"
+                )
             out.append(f"Launch time: {self.minutes:.1f} {unit}{saved}.")
         out += self._drift_sentences()
         return out
@@ -132,8 +138,10 @@ class Protocol:
             pooled = f"Drift over time: {self.drift.span()} (from {self.drift.launches} launches)"
         if not own:
             if self.drift is not None and self.drift.shown:
-                return [f"{pooled}; no cell's own drift is shown, so the cells share it and the "
-                        "pairing of launches by cycle cancels it."]  # fmt: skip
+                return [
+                    f"{pooled}; no cell's own drift is shown, so the cells share it and the "
+                    "pairing of launches by cycle cancels it."
+                ]
             return [f"{pooled}, none shown."] if pooled else []
         cells = "; ".join(f"`{d.cell}` {d.span()}" for d in own)
         head = f"{pooled}. " if pooled else "Drift over time: "
@@ -170,11 +178,18 @@ def protocol(
     levels = None
     if th.adaptive and th.plan is not None:
         levels = (th.level(th.plan[0]), th.level(th.plan[1]))
-    out = Protocol(plan=plan, launches=measured, minutes=sum(_minutes(c) for c in cells),
-                   gpus=any(cell_gpus(c) > 0 for c in cells), saved_minutes=None,
-                   drift=drift(cells, headline),
-                   cell_drifts=tuple(d for c in cells if (d := drift([c], headline, cell=c.id))),
-                   decided=decided, levels=levels, spending=th.spending)  # fmt: skip
+    out = Protocol(
+        plan=plan,
+        launches=measured,
+        minutes=sum(_minutes(c) for c in cells),
+        gpus=any(cell_gpus(c) > 0 for c in cells),
+        saved_minutes=None,
+        drift=drift(cells, headline),
+        cell_drifts=tuple(d for c in cells if (d := drift([c], headline, cell=c.id))),
+        decided=decided,
+        levels=levels,
+        spending=th.spending,
+    )
     if out.stopped in ("decided", "max reached"):
         out = _with_saved(out, cells, _bound(plan, "max"))
     return out
@@ -219,8 +234,11 @@ def drift(
     for c in cells:
         values = c.bench.completed_values(metric)
         blocks = c.bench.completed_blocks()
-        logs = [(b, math.log(statistics.median(v))) for b, v in zip(blocks, values, strict=False)
-                if v and min(v) > 0]  # fmt: skip
+        logs = [
+            (b, math.log(statistics.median(v)))
+            for b, v in zip(blocks, values, strict=False)
+            if v and min(v) > 0
+        ]
         if len(logs) < 2:
             continue
         mean = statistics.fmean(x for _, x in logs)
@@ -235,5 +253,10 @@ def drift(
     rss = sum((y - slope * (x - mx)) ** 2 for x, y in points)
     se = math.sqrt(rss / (n - 2) / sxx)
     half = t_ppf(0.5 + confidence / 2, n - 2) * se
-    return Drift(per_cycle=math.expm1(slope), low=math.expm1(slope - half),
-                 high=math.expm1(slope + half), launches=n, cell=cell)  # fmt: skip
+    return Drift(
+        per_cycle=math.expm1(slope),
+        low=math.expm1(slope - half),
+        high=math.expm1(slope + half),
+        launches=n,
+        cell=cell,
+    )

@@ -31,8 +31,13 @@ PHASE_KINDS = {
 
 def render(report: MatrixReport, *, details: bool = True) -> str:
     """The whole report; `details=False` gives the job-summary version."""
-    parts = [_title(report), _compat_table(report), _perf_table(report), _points_md(report),
-             _frontier_md(report)]  # fmt: skip
+    parts = [
+        _title(report),
+        _compat_table(report),
+        _perf_table(report),
+        _points_md(report),
+        _frontier_md(report),
+    ]
     parts.append(_drift_sections(report))
     parts.append(_explanations(report))
     parts.append(_verdicts(report))
@@ -181,8 +186,13 @@ def _points_md(report: MatrixReport) -> str:
             ]
             for r in pt.rows
         ]
-        header = ["cell", f"{label} ({conf} CI)", "launches", f"vs {report.baseline} ({conf} CI)",
-                  "verdict"]  # fmt: skip
+        header = [
+            "cell",
+            f"{label} ({conf} CI)",
+            "launches",
+            f"vs {report.baseline} ({conf} CI)",
+            "verdict",
+        ]
         blocks += [f"#### {_fmt.point_title(pt)}", _table(header, rows)]
         blocks += _latency_md(pt.latency, "#####")
     return "\n\n".join(blocks)

@@ -117,8 +117,9 @@ def _next_density(
     return xs, out
 
 
-def _crossing(grid: Sequence[float], mass: Sequence[float], step: float, top: float,
-              sides: int) -> float:  # fmt: skip
+def _crossing(
+    grid: Sequence[float], mass: Sequence[float], step: float, top: float, sides: int
+) -> float:
     sd = math.sqrt(step)
     total = 0.0
     for s, m in zip(grid, mass, strict=True):
@@ -129,8 +130,9 @@ def _crossing(grid: Sequence[float], mass: Sequence[float], step: float, top: fl
     return total
 
 
-def _solve(grid: Sequence[float], mass: Sequence[float], step: float, t: float, goal: float,
-           sides: int) -> float:  # fmt: skip
+def _solve(
+    grid: Sequence[float], mass: Sequence[float], step: float, t: float, goal: float, sides: int
+) -> float:
     """The z whose crossing probability at this look equals `goal` (bisection)."""
     low, high = 0.0, 8.0
     for _ in range(48):

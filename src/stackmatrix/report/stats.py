@@ -302,17 +302,28 @@ def compare(
     time order) let the paired analysis remove the effect of running first or second in
     a cycle (see `_paired`)."""
     th = thresholds or Thresholds()
-    a = side(cell, blocks[0] if blocks else None, "cell", th.min_effect,
-              slots[0] if slots else None)  # fmt: skip
-    b = side(baseline, blocks[1] if blocks else None, "baseline", th.min_effect,
-              slots[1] if slots else None)  # fmt: skip
-    common: _Common = {"metric": metric, "confidence": th.confidence, "looks": th.looks,
-                              "rejected": (*a.rejected, *b.rejected)}  # fmt: skip
+    a = side(
+        cell, blocks[0] if blocks else None, "cell", th.min_effect, slots[0] if slots else None
+    )
+    b = side(
+        baseline,
+        blocks[1] if blocks else None,
+        "baseline",
+        th.min_effect,
+        slots[1] if slots else None,
+    )
+    common: _Common = {
+        "metric": metric,
+        "confidence": th.confidence,
+        "looks": th.looks,
+        "rejected": (*a.rejected, *b.rejected),
+    }
     est = estimate(a, b, position_from=th.position_from)
     if est is None:
         return _rounds_only(a, b, th, common)
-    return _decide(est, th, common, n=(len(a.by_block), len(b.by_block)),
-                   medians=medians_ratio(a, b))  # fmt: skip
+    return _decide(
+        est, th, common, n=(len(a.by_block), len(b.by_block)), medians=medians_ratio(a, b)
+    )
 
 
 def _rounds_only(a: Side, b: Side, th: Thresholds, common: _Common) -> Comparison:
@@ -331,10 +342,20 @@ def _rounds_only(a: Side, b: Side, th: Thresholds, common: _Common) -> Compariso
         half = t_ppf(1 - th.level(1) / 2, est.df) * est.se if est.se > 0 else 0.0
         low, high = math.exp(est.diff - half), math.exp(est.diff + half)
         reason += f"; the rounds of one launch alone give [{low - 1:+.1%}, {high - 1:+.1%}]"
-    return Comparison(verdict=Verdict.INCONCLUSIVE, reason=reason, unit="round",
-                      n_cell=len(xs), n_baseline=len(ys), ratio=ratio, ratio_of_medians=ratio,
-                      low=low, high=high, needs_launches=3, design="rounds",
-                      **common)  # fmt: skip
+    return Comparison(
+        verdict=Verdict.INCONCLUSIVE,
+        reason=reason,
+        unit="round",
+        n_cell=len(xs),
+        n_baseline=len(ys),
+        ratio=ratio,
+        ratio_of_medians=ratio,
+        low=low,
+        high=high,
+        needs_launches=3,
+        design="rounds",
+        **common,
+    )
 
 
 def _decide(
@@ -354,10 +375,10 @@ def _decide(
         p_value = 2 * (1 - t_cdf(abs(est.diff) / est.se, est.df))
     elif est.se == 0:
         p_value = 1.0 if est.diff == 0 else 0.0
-    verdict, reason, shown = verdict_of(diff, equal, th, common["metric"],
-                                        levels=(level, one_sided))  # fmt: skip
-    drifting = _trend_decides(est, th, common["metric"], (diff, equal), (level, one_sided),
-                              verdict)  # fmt: skip
+    verdict, reason, shown = verdict_of(
+        diff, equal, th, common["metric"], levels=(level, one_sided)
+    )
+    drifting = _trend_decides(est, th, common["metric"], (diff, equal), (level, one_sided), verdict)
     if drifting:
         assert est.trend is not None
         reason = (

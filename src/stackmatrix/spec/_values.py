@@ -29,8 +29,9 @@ def check_bool(val: Any, path: str, p: Problems) -> bool:
     return False
 
 
-def check_str(val: Any, path: str, p: Problems, pattern: re.Pattern[str] | None = None,
-               what: str = "") -> str | None:  # fmt: skip
+def check_str(
+    val: Any, path: str, p: Problems, pattern: re.Pattern[str] | None = None, what: str = ""
+) -> str | None:
     if val is None:
         return None
     if not isinstance(val, str):
@@ -45,8 +46,14 @@ def check_str(val: Any, path: str, p: Problems, pattern: re.Pattern[str] | None 
     return val
 
 
-def check_opt(v: Mapping[str, Any], key: str, path: Callable[[str], str], p: Problems,
-               pattern: re.Pattern[str] | None = None, what: str = "") -> str | None:  # fmt: skip
+def check_opt(
+    v: Mapping[str, Any],
+    key: str,
+    path: Callable[[str], str],
+    p: Problems,
+    pattern: re.Pattern[str] | None = None,
+    what: str = "",
+) -> str | None:
     return check_str(v.get(key), path(key), p, pattern, what)
 
 
@@ -57,8 +64,9 @@ def check_choice(val: Any, path: str, choices: tuple[str, ...], p: Problems) -> 
     return None
 
 
-def check_int(val: Any, path: str, p: Problems, minimum: int | None = None,
-               maximum: int | None = None) -> int | None:  # fmt: skip
+def check_int(
+    val: Any, path: str, p: Problems, minimum: int | None = None, maximum: int | None = None
+) -> int | None:
     if isinstance(val, bool) or not isinstance(val, int):
         p.add(path, f"expected an integer, got {type_name(val)} {val!r}")
         return None
@@ -119,8 +127,9 @@ def check_url(val: Any, path: str, p: Problems) -> str | None:
     return None
 
 
-def check_urls(v: Mapping[str, Any], key: str, path: Callable[[str], str],
-                p: Problems) -> list[str]:  # fmt: skip
+def check_urls(
+    v: Mapping[str, Any], key: str, path: Callable[[str], str], p: Problems
+) -> list[str]:
     urls = []
     for i, item in enumerate(check_list(v.get(key, []), path(key), p)):
         url = check_url(item, join(path(key), i), p)
@@ -159,8 +168,9 @@ def get_table_list(raw: Mapping[str, Any], key: str, p: Problems) -> list[Mappin
     return val
 
 
-def get_str(raw: Mapping[str, Any], key: str, path: str, p: Problems,
-         required: bool = False) -> str | None:  # fmt: skip
+def get_str(
+    raw: Mapping[str, Any], key: str, path: str, p: Problems, required: bool = False
+) -> str | None:
     if key not in raw:
         if required:
             p.add(join(path, key), f'missing; add {key} = "..."')
@@ -168,15 +178,22 @@ def get_str(raw: Mapping[str, Any], key: str, path: str, p: Problems,
     return check_str(raw[key], join(path, key), p)
 
 
-def get_int(raw: Mapping[str, Any], key: str, path: str, p: Problems,
-         minimum: int | None = None, maximum: int | None = None) -> int | None:  # fmt: skip
+def get_int(
+    raw: Mapping[str, Any],
+    key: str,
+    path: str,
+    p: Problems,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int | None:
     if key not in raw:
         return None
     return check_int(raw[key], join(path, key), p, minimum, maximum)
 
 
-def get_float(raw: Mapping[str, Any], key: str, path: str, p: Problems,
-           lo: float, hi: float) -> float | None:  # fmt: skip
+def get_float(
+    raw: Mapping[str, Any], key: str, path: str, p: Problems, lo: float, hi: float
+) -> float | None:
     if key not in raw:
         return None
     val = raw[key]
@@ -191,15 +208,22 @@ def get_float(raw: Mapping[str, Any], key: str, path: str, p: Problems,
     return float(val)
 
 
-def get_choice(raw: Mapping[str, Any], key: str, path: str, choices: tuple[str, ...],
-            p: Problems) -> str | None:  # fmt: skip
+def get_choice(
+    raw: Mapping[str, Any], key: str, path: str, choices: tuple[str, ...], p: Problems
+) -> str | None:
     if key not in raw:
         return None
     return check_choice(raw[key], join(path, key), choices, p)
 
 
-def get_str_list(raw: Mapping[str, Any], key: str, path: str, p: Problems,
-              pattern: re.Pattern[str] | None = None, what: str = "") -> list[str]:  # fmt: skip
+def get_str_list(
+    raw: Mapping[str, Any],
+    key: str,
+    path: str,
+    p: Problems,
+    pattern: re.Pattern[str] | None = None,
+    what: str = "",
+) -> list[str]:
     out = []
     for i, item in enumerate(check_list(raw.get(key, []), join(path, key), p)):
         s = check_str(item, join(join(path, key), i), p, pattern, what)

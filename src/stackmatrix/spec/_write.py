@@ -68,8 +68,9 @@ _BENCH_ALWAYS = ("engine", "launches", "rounds", "warmup_launches")
 
 
 def _bench(bench: Bench) -> list[str]:
-    pairs = _changed(bench, Bench(), always=_BENCH_ALWAYS,
-                     skip=("min_launches", "workload", "points"))  # fmt: skip
+    pairs = _changed(
+        bench, Bench(), always=_BENCH_ALWAYS, skip=("min_launches", "workload", "points")
+    )
     if bench.min_launches is not None:  # adaptive: `launches = {min = 3, max = 12}`
         adaptive = {"min": bench.min_launches, "max": bench.launches}
         pairs = [(k, adaptive if k == "launches" else v) for k, v in pairs]

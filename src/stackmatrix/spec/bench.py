@@ -108,8 +108,11 @@ def _steady(bench: Mapping[str, Any], p: Problems) -> _Steady:
 def _tolerance(bench: Mapping[str, Any], p: Problems) -> float | None:
     tolerance = get_float(bench, "steady_tolerance", "bench", p, 0.0, 1.0)
     if tolerance in (0.0, 1.0):  # 0 is never met by a real server, 1 by every one
-        p.add("bench.steady_tolerance", f"{bench['steady_tolerance']!r}: expected a relative "
-              "change strictly between 0 and 1 (e.g. 0.05 for 5%)")  # fmt: skip
+        p.add(
+            "bench.steady_tolerance",
+            f"{bench['steady_tolerance']!r}: expected a relative "
+            "change strictly between 0 and 1 (e.g. 0.05 for 5%)",
+        )
         return None
     return tolerance
 
@@ -125,8 +128,10 @@ def _launches(bench: Mapping[str, Any], p: Problems) -> _Launches:
     high = get_int(raw, "max", "bench.launches", p, 2, MAX_LAUNCHES)
     if low is None or high is None:
         if "min" not in raw or "max" not in raw:
-            p.add("bench.launches", f"{raw!r}: an adaptive plan needs both min and max, "
-                  "e.g. {min = 3, max = 12}")  # fmt: skip
+            p.add(
+                "bench.launches",
+                f"{raw!r}: an adaptive plan needs both min and max, e.g. {{min = 3, max = 12}}",
+            )
         return {"launches": 1}
     if high < low:
         p.add("bench.launches", f"max {high} is below min {low}")
@@ -143,8 +148,10 @@ def _client_workers(bench: Mapping[str, Any], p: Problems) -> int | Literal["aut
     if val == "auto":
         return "auto"
     if isinstance(val, str):
-        p.add("bench.client_workers", f'{val!r}: expected a number of worker processes '
-              f'(1 to {MAX_CLIENT_WORKERS}) or "auto"')  # fmt: skip
+        p.add(
+            "bench.client_workers",
+            f'{val!r}: expected a number of worker processes (1 to {MAX_CLIENT_WORKERS}) or "auto"',
+        )
         return 1
     return check_int(val, "bench.client_workers", p, 1, MAX_CLIENT_WORKERS) or 1
 
@@ -161,8 +168,11 @@ def _check_model(bench: Mapping[str, Any], model: str, p: Problems) -> None:
             "bench.model", 'empty; name a model directory or hub name, or "stackmatrix:tiny-llama"'
         )
     elif model.startswith("stackmatrix:") and model not in GENERATED_MODELS:
-        p.add("bench.model", f"{model!r} is not a model stackmatrix generates; choose one of: "
-              f"{', '.join(GENERATED_MODELS)}")  # fmt: skip
+        p.add(
+            "bench.model",
+            f"{model!r} is not a model stackmatrix generates; choose one of: "
+            f"{', '.join(GENERATED_MODELS)}",
+        )
 
 
 def _tokens(workload: Workload) -> int:
@@ -174,9 +184,12 @@ def _check_total_tokens(workload: Workload, points: tuple[LoadPoint, ...], p: Pr
     each = [_tokens(workload), *(_tokens(x.workload) for x in points)]
     if not points or max(each) > MAX_WORKLOAD_TOKENS or sum(each) <= MAX_WORKLOAD_TOKENS:
         return
-    p.add("bench.points", f"the headline and its {len(points)} load points generate "
-          f"{sum(each)} prompt tokens in all (num_prompts x input_len, summed) before the "
-          f"bench; at most {MAX_WORKLOAD_TOKENS}: fewer points or smaller ones")  # fmt: skip
+    p.add(
+        "bench.points",
+        f"the headline and its {len(points)} load points generate "
+        f"{sum(each)} prompt tokens in all (num_prompts x input_len, summed) before the "
+        f"bench; at most {MAX_WORKLOAD_TOKENS}: fewer points or smaller ones",
+    )
 
 
 def _workload(bench: Mapping[str, Any], p: Problems) -> Workload:
@@ -207,8 +220,11 @@ def _points(bench: Mapping[str, Any], p: Problems) -> tuple[LoadPoint, ...]:
         p.unknown_keys(path, point, POINT_KEYS)
         name = get_str(point, "name", path, p, required=True) or f"point{i + 1}"
         if not _POINT_NAME.fullmatch(name):
-            p.add(join(path, "name"), f"{name!r}: letters, digits, '.', '_' or '-', at most "
-                  "32, starting with a letter or digit (it names files)")  # fmt: skip
+            p.add(
+                join(path, "name"),
+                f"{name!r}: letters, digits, '.', '_' or '-', at most "
+                "32, starting with a letter or digit (it names files)",
+            )
         elif name in {x.name for x in out}:
             p.add(join(path, "name"), f"{name!r} names two load points")
         metric = get_choice(point, "metric", path, METRICS, p) or DEFAULT_HEADLINE
@@ -269,6 +285,9 @@ def _workload_from(w: Mapping[str, Any], path: str, p: Problems) -> Workload:
     )
     tokens = _tokens(workload)
     if tokens > MAX_WORKLOAD_TOKENS:
-        p.add(path, f"num_prompts x input_len = {tokens} prompt tokens, generated before "
-              f"the bench; at most {MAX_WORKLOAD_TOKENS}")  # fmt: skip
+        p.add(
+            path,
+            f"num_prompts x input_len = {tokens} prompt tokens, generated before "
+            f"the bench; at most {MAX_WORKLOAD_TOKENS}",
+        )
     return workload

@@ -94,8 +94,11 @@ def axis_cells(
     size = math.prod(len(v) for v in values.values())
     if size > MAX_CELLS:  # before expanding: 1000 x 1000 axes once hung here
         sizes = " x ".join(str(len(v)) for v in values.values())
-        p.add("axes", f"the axes expand to {size} combinations ({sizes}); at most "
-              f"{MAX_CELLS} cells: split the matrix into several specs")  # fmt: skip
+        p.add(
+            "axes",
+            f"the axes expand to {size} combinations ({sizes}); at most "
+            f"{MAX_CELLS} cells: split the matrix into several specs",
+        )
         return []
     product = itertools.product(*values.values())
     combos = [_Combo(dict(zip(values, combo, strict=True))) for combo in product]
@@ -153,8 +156,11 @@ def _axis_entry(axis: str, i: int, val: object, p: Problems) -> AxisEntry | None
             return None
         return label, body
     if axis not in CELL_KEYS or axis == "id":
-        p.add(path, f"axis {axis!r} is not a cell field, so its values must be tables of cell "
-              f"fields (e.g. {{label = \"a\", pins = [...]}}); got {val!r}")  # fmt: skip
+        p.add(
+            path,
+            f"axis {axis!r} is not a cell field, so its values must be tables of cell "
+            f'fields (e.g. {{label = "a", pins = [...]}}); got {val!r}',
+        )
         return None
     label = str(val).replace(" ", "_")
     if not ID_RE.match(label):
@@ -174,8 +180,9 @@ def _labels(combo: Mapping[str, AxisEntry], axes: tuple[str, ...]) -> tuple[str,
     return tuple(combo[a][0] for a in axes)
 
 
-def _without_excluded(combos: list[_Combo],
-                      exclude: Sequence[Mapping[str, object]]) -> list[_Combo]:  # fmt: skip
+def _without_excluded(
+    combos: list[_Combo], exclude: Sequence[Mapping[str, object]]
+) -> list[_Combo]:
     """Excludes indexed by the axes they name: one set lookup per combination and axis
     set, not one comparison per exclude (40,000 excludes took minutes)."""
     index: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
@@ -183,13 +190,13 @@ def _without_excluded(combos: list[_Combo],
         axes, labels = _key(ex)
         index.setdefault(axes, set()).add(labels)
     return [
-        c for c in combos
+        c
+        for c in combos
         if not any(_labels(c.entries, axes) in wanted for axes, wanted in index.items())
-    ]  # fmt: skip
+    ]
 
 
-def _by_labels(combos: list[_Combo],
-               axes: tuple[str, ...]) -> dict[tuple[str, ...], list[_Combo]]:  # fmt: skip
+def _by_labels(combos: list[_Combo], axes: tuple[str, ...]) -> dict[tuple[str, ...], list[_Combo]]:
     out: dict[tuple[str, ...], list[_Combo]] = {}
     for c in combos:
         labels = _labels(c.entries, axes)
@@ -198,9 +205,9 @@ def _by_labels(combos: list[_Combo],
     return out
 
 
-def _check_excludes(values: Mapping[str, list[AxisEntry]],
-                    exclude: Sequence[Mapping[str, object]],
-                    p: Problems) -> None:  # fmt: skip
+def _check_excludes(
+    values: Mapping[str, list[AxisEntry]], exclude: Sequence[Mapping[str, object]], p: Problems
+) -> None:
     labels = {axis: {label for label, _ in entries} for axis, entries in values.items()}
     for i, ex in enumerate(exclude):
         for key, val in ex.items():
@@ -210,9 +217,14 @@ def _check_excludes(values: Mapping[str, list[AxisEntry]],
                 p.add(join(join("exclude", i), key), f"{val!r} is not a label of axis {key!r}")
 
 
-def _apply_includes(combos: list[_Combo], values: Mapping[str, list[AxisEntry]],
-                    include: Sequence[Mapping[str, object]], defaults: Mapping[str, object],
-                    p: Problems, ids: CellIds) -> list[Cell]:  # fmt: skip
+def _apply_includes(
+    combos: list[_Combo],
+    values: Mapping[str, list[AxisEntry]],
+    include: Sequence[Mapping[str, object]],
+    defaults: Mapping[str, object],
+    p: Problems,
+    ids: CellIds,
+) -> list[Cell]:
     """GitHub-Actions semantics: an include that matches combinations extends them;
     one that matches none is a cell of its own (it then needs an id), with the
     [defaults] like a [[cell]] table."""
@@ -234,8 +246,11 @@ def _apply_includes(combos: list[_Combo], values: Mapping[str, list[AxisEntry]],
         if hits:
             continue
         if "id" not in body:
-            p.add(path, "this include matches no combination of the axes, so it adds a cell "
-                  "and needs an id")  # fmt: skip
+            p.add(
+                path,
+                "this include matches no combination of the axes, so it adds a cell "
+                "and needs an id",
+            )
             continue
         cell = _make_cell([("defaults", defaults), (path, body)], (), p, ids)
         if cell is not None:
@@ -243,9 +258,13 @@ def _apply_includes(combos: list[_Combo], values: Mapping[str, list[AxisEntry]],
     return extra
 
 
-def _combo_cell(combo: _Combo, values: Mapping[str, list[AxisEntry]],
-                defaults: Mapping[str, object], p: Problems,
-                ids: CellIds) -> Cell | None:  # fmt: skip
+def _combo_cell(
+    combo: _Combo,
+    values: Mapping[str, list[AxisEntry]],
+    defaults: Mapping[str, object],
+    p: Problems,
+    ids: CellIds,
+) -> Cell | None:
     layers: list[Layer] = [("defaults", defaults)]
     labels = []
     for axis in values:
@@ -296,8 +315,9 @@ def _pin_name(pin: object) -> str | None:
         return None
 
 
-def _make_cell(layers: Sequence[Layer], axes: tuple[tuple[str, str], ...],
-               p: Problems, ids: CellIds | None) -> Cell | None:  # fmt: skip
+def _make_cell(
+    layers: Sequence[Layer], axes: tuple[tuple[str, str], ...], p: Problems, ids: CellIds | None
+) -> Cell | None:
     v, where = _merge(layers)
     before = len(p.items)
     if ids is not None and isinstance(given := v.get("id"), str):
@@ -326,8 +346,14 @@ def _make_cell(layers: Sequence[Layer], axes: tuple[tuple[str, str], ...],
     offline = check_bool(v.get("offline", False), path("offline"), p)
     no_deps = check_bool(v.get("no_deps", False), path("no_deps"), p)
     description = check_str(v.get("description", ""), path("description"), p) or ""
-    layering = {"backend": backend, "inherit": inherit, "offline": offline, "no_deps": no_deps,
-                "find_links": find_links, "pins": pins}  # fmt: skip
+    layering = {
+        "backend": backend,
+        "inherit": inherit,
+        "offline": offline,
+        "no_deps": no_deps,
+        "find_links": find_links,
+        "pins": pins,
+    }
     _check_layering(layering, path, p)
     if len(p.items) != before:
         return None
@@ -335,12 +361,28 @@ def _make_cell(layers: Sequence[Layer], axes: tuple[tuple[str, str], ...],
     # a default); the backend is one of BACKENDS, the Backend names
     if cell_id is None or python is None or backend not in BACKENDS or gpus is None:
         return None
-    return Cell(id=cell_id, python=python, cuda=cuda, backend=cast(Backend, backend),
-                base_image=base_image, pins=pins, index_url=index_url,
-                extra_index_urls=extra_index_urls, find_links=find_links,
-                torch_backend=torch_backend, env=env, server_args=server_args, runs_on=runs_on,
-                gpus=gpus, ca_certs=ca_certs, inherit=inherit, offline=offline, no_deps=no_deps,
-                description=description, axes=axes)  # fmt: skip
+    return Cell(
+        id=cell_id,
+        python=python,
+        cuda=cuda,
+        backend=cast(Backend, backend),
+        base_image=base_image,
+        pins=pins,
+        index_url=index_url,
+        extra_index_urls=extra_index_urls,
+        find_links=find_links,
+        torch_backend=torch_backend,
+        env=env,
+        server_args=server_args,
+        runs_on=runs_on,
+        gpus=gpus,
+        ca_certs=ca_certs,
+        inherit=inherit,
+        offline=offline,
+        no_deps=no_deps,
+        description=description,
+        axes=axes,
+    )
 
 
 _LAYER_FLAGS = ("offline", "no_deps")

@@ -30,9 +30,22 @@ from stackmatrix.spec_model import ORDERS, Cell, Spec
 _TARGET_RE = re.compile(r"^sm_\d{2,3}[af]?$")
 
 TOP_KEYS = (
-    "name", "description", "baseline", "targets", "driver", "order", "order_seed",
-    "defaults", "cell", "axes", "include", "exclude", "bench", "report", "executor",
-)  # fmt: skip
+    "name",
+    "description",
+    "baseline",
+    "targets",
+    "driver",
+    "order",
+    "order_seed",
+    "defaults",
+    "cell",
+    "axes",
+    "include",
+    "exclude",
+    "bench",
+    "report",
+    "executor",
+)
 
 # Resource bounds: a spec is read whole and expanded whole, and
 # its workload is generated up front; each bound is far above any real matrix.
@@ -122,28 +135,37 @@ def parse_spec(raw: Mapping[str, Any], *, path: str = "<spec>") -> Spec:
 def _check_unique(ids: CellIds, p: Problems) -> None:
     """Over every id met, from [[cell]], the axes and standalone includes alike."""
     if len(ids) > MAX_CELLS:
-        p.add("cell", f"the spec defines {len(ids)} cells; at most {MAX_CELLS}: split the "
-              "matrix into several specs")  # fmt: skip
+        p.add(
+            "cell",
+            f"the spec defines {len(ids)} cells; at most {MAX_CELLS}: split the "
+            "matrix into several specs",
+        )
     dups = set(duplicates(cell_id for cell_id, _ in ids))
     origins: dict[str, list[str]] = {}
     for cell_id, origin in ids:
         if cell_id in dups:
             origins.setdefault(cell_id, []).append(origin)
     for dup, where in sorted(origins.items()):
-        p.add("cell", f"cell id {dup!r} is used by more than one cell ({', '.join(where)}); "
-              "ids must be unique")  # fmt: skip
+        p.add(
+            "cell",
+            f"cell id {dup!r} is used by more than one cell ({', '.join(where)}); "
+            "ids must be unique",
+        )
 
 
-def _check_explain_cells(named: tuple[str, ...], cells: list[Cell], baseline: str,
-                         p: Problems) -> None:  # fmt: skip
+def _check_explain_cells(
+    named: tuple[str, ...], cells: list[Cell], baseline: str, p: Problems
+) -> None:
     """`[report] explain_cells` names cells of this spec other than the baseline."""
     import difflib
 
     ids = [c.id for c in cells]
     for i, cell_id in enumerate(named):
         if cell_id == baseline:
-            p.add(join("report.explain_cells", i),
-                  f"{cell_id!r} is the baseline; explain compares a cell with it")  # fmt: skip
+            p.add(
+                join("report.explain_cells", i),
+                f"{cell_id!r} is the baseline; explain compares a cell with it",
+            )
         elif ids and cell_id not in ids:
             close = difflib.get_close_matches(cell_id, ids, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; cells are: {', '.join(ids)}"

@@ -108,8 +108,11 @@ def main(argv: list[str]) -> int:
     if "FAKE_NOTE" in os.environ:  # what the launch handed it, for the tests to read back
         print(f"fake engine note={os.environ['FAKE_NOTE']}", flush=True)
     if MODE == "port_taken" and _taken_once():
-        print(f"ERROR:    [Errno 98] error while attempting to bind on address "
-              f"('{host}', {port}): address already in use", flush=True)  # fmt: skip
+        print(
+            f"ERROR:    [Errno 98] error while attempting to bind on address "
+            f"('{host}', {port}): address already in use",
+            flush=True,
+        )
         return 1
     if MODE == "exit":
         print("fake engine: CUDA error: no kernel image is available (fake)", flush=True)

@@ -22,8 +22,12 @@ FAKE = Path(__file__).with_name("fake_engine.py")
 
 
 def _env(gap_s: float) -> Environment:
-    env = {"FAKE_MODE": "ok", "FAKE_REJECT_IGNORE_EOS": "1", "FAKE_GAP_S": str(gap_s),
-           "FAKE_TOKENS": "12"}  # fmt: skip
+    env = {
+        "FAKE_MODE": "ok",
+        "FAKE_REJECT_IGNORE_EOS": "1",
+        "FAKE_GAP_S": str(gap_s),
+        "FAKE_TOKENS": "12",
+    }
     return Environment(backend="venv", python=(sys.executable, str(FAKE)), env=env)
 
 
@@ -73,12 +77,24 @@ def _cut_off_in_cycle_four(
     has 3 launches, the candidate 4 (its record as a killed run leaves it, or complete);
     and the adaptive spec (3 to 4 launches) that resumes them."""
     work = Workload(input_len=8, output_len=12, num_prompts=4, warmup=1)
-    fixed = Bench(engine="transformers", model="fake-model", launches=3, rounds=1,
-                  ready_timeout_s=10.0, workload=work)  # fmt: skip
+    fixed = Bench(
+        engine="transformers",
+        model="fake-model",
+        launches=3,
+        rounds=1,
+        ready_timeout_s=10.0,
+        workload=work,
+    )
     cells = (Cell(id="base"), Cell(id="same"))
-    spec = Spec(name="adaptive", path=str(tmp_path / "spec.toml"), baseline="base", cells=cells,
-                bench=fixed, report=ReportPolicy(headline="decode_tok_s", min_effect=0.05),
-                order="balanced")  # fmt: skip
+    spec = Spec(
+        name="adaptive",
+        path=str(tmp_path / "spec.toml"),
+        baseline="base",
+        cells=cells,
+        bench=fixed,
+        report=ReportPolicy(headline="decode_tok_s", min_effect=0.05),
+        order="balanced",
+    )
     run = RunDir(tmp_path / "run")
     envs = {"base": _env(0.01), "same": _env(0.01)}
     run_bench_phase(spec, run, ["base", "same"], environments=envs, order="balanced")
@@ -129,12 +145,18 @@ def test_a_run_cut_off_before_its_first_look_is_reported_as_adaptive(tmp_path: P
         path=str(tmp_path / "spec.toml"),
         baseline="base",
         cells=(Cell(id="base"), Cell(id="same")),
-        bench=Bench(engine="transformers", model="fake-model", launches=5, min_launches=3,
-                    rounds=1, ready_timeout_s=10.0,
-                    workload=Workload(input_len=8, output_len=12, num_prompts=4, warmup=1)),
+        bench=Bench(
+            engine="transformers",
+            model="fake-model",
+            launches=5,
+            min_launches=3,
+            rounds=1,
+            ready_timeout_s=10.0,
+            workload=Workload(input_len=8, output_len=12, num_prompts=4, warmup=1),
+        ),
         report=ReportPolicy(headline="decode_tok_s", min_effect=0.05),
         order="balanced",
-    )  # fmt: skip
+    )
     run = RunDir(tmp_path / "run")
     envs = {"base": _env(0.01), "same": _env(0.01)}
 
@@ -143,8 +165,9 @@ def test_a_run_cut_off_before_its_first_look_is_reported_as_adaptive(tmp_path: P
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_bench_phase(spec, run, ["base", "same"], environments=envs, order="balanced",
-                        progress=cut_off)  # fmt: skip
+        run_bench_phase(
+            spec, run, ["base", "same"], environments=envs, order="balanced", progress=cut_off
+        )
     for cid in ("base", "same"):
         doc = json.loads((run.path / "cells" / cid / "bench.json").read_text())
         plan = doc["data"]["launch_plan"]

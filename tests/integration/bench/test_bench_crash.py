@@ -33,17 +33,26 @@ def test_a_crash_in_one_cells_launch_fails_that_cell_only(
 
     monkeypatch.setattr(workload, "write_requests", disk_full_for_b)
     spec = Spec(
-        name="crash", path=str(tmp_path / "spec.toml"), baseline="a",
+        name="crash",
+        path=str(tmp_path / "spec.toml"),
+        baseline="a",
         cells=(Cell(id="a"), Cell(id="b")),
-        bench=Bench(engine="transformers", model="fake-model", launches=2, rounds=1,
-                    ready_timeout_s=20.0,
-                    workload=Workload(input_len=8, output_len=8, num_prompts=3, warmup=0,
-                                      request_timeout_s=20.0)),
-    )  # fmt: skip
+        bench=Bench(
+            engine="transformers",
+            model="fake-model",
+            launches=2,
+            rounds=1,
+            ready_timeout_s=20.0,
+            workload=Workload(
+                input_len=8, output_len=8, num_prompts=3, warmup=0, request_timeout_s=20.0
+            ),
+        ),
+    )
     env = Environment(backend="venv", python=(sys.executable, str(FAKE)), env={})
     run = RunDir(tmp_path / "run")
-    results = run_bench_phase(spec, run, ["a", "b"], environments={"a": env, "b": env},
-                              order="interleaved")  # fmt: skip
+    results = run_bench_phase(
+        spec, run, ["a", "b"], environments={"a": env, "b": env}, order="interleaved"
+    )
     b = results["b"]
     assert (b.status, b.code) == (Status.FAILED, INTERNAL_ERROR)
     assert b.message.startswith("launch 1: OSError: [Errno 28] No space left on device")

@@ -188,23 +188,36 @@ def test_interrupt_then_resume(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_bench_phase(spec, run, ["a"], environments=envs, order="sequential",
-                        progress=stop_at_second_launch)  # fmt: skip
+        run_bench_phase(
+            spec, run, ["a"], environments=envs, order="sequential", progress=stop_at_second_launch
+        )
     partial = json.loads((run.path / "cells" / "a" / "bench.json").read_text())
     assert partial["status"] == "interrupted"
     assert [ln["index"] for ln in partial["data"]["launches"]] == [1]
     first_log = (run.path / "cells" / "a" / "server-L1.log").read_bytes()
 
     messages: list[str] = []
-    results = run_bench_phase(spec, run, ["a"], environments=envs, order="sequential",
-                              progress=lambda c, m: messages.append(m))  # fmt: skip
+    results = run_bench_phase(
+        spec,
+        run,
+        ["a"],
+        environments=envs,
+        order="sequential",
+        progress=lambda c, m: messages.append(m),
+    )
     assert results["a"].status is Status.OK
     assert [ln["index"] for ln in results["a"].data["launches"]] == [1, 2]
     assert not any(m.startswith("launch 1/") for m in messages)  # resumed, not redone
     assert (run.path / "cells" / "a" / "server-L1.log").read_bytes() == first_log
 
-    again = run_bench_phase(spec, run, ["a"], environments=envs, order="sequential",
-                            progress=lambda c, m: messages.append(m))  # fmt: skip
+    again = run_bench_phase(
+        spec,
+        run,
+        ["a"],
+        environments=envs,
+        order="sequential",
+        progress=lambda c, m: messages.append(m),
+    )
     assert again["a"].finished == results["a"].finished  # complete: reused as is
 
 
@@ -227,8 +240,9 @@ def test_external_engine_starts_nothing_and_reads_server_info(tmp_path):
         assert base.bench is not None
         bench = dataclasses.replace(base.bench, engine="external", url=f"http://127.0.0.1:{port}")
         spec = dataclasses.replace(base, bench=bench)
-        results = run_bench_phase(spec, RunDir(tmp_path / "run"), ["ext"], environments={},
-                                  order="interleaved")  # fmt: skip
+        results = run_bench_phase(
+            spec, RunDir(tmp_path / "run"), ["ext"], environments={}, order="interleaved"
+        )
         r = results["ext"]
         assert r.status is Status.OK, r.message
         assert r.data["engine_version"] == "0.5.9-fake"

@@ -26,17 +26,31 @@ def _run(tmp_path: Path, taken: int) -> tuple[Status, str, str]:
     counter = tmp_path / f"taken-{taken}"
     counter.write_text(str(taken))
     spec = Spec(
-        name="race", path=str(tmp_path / "spec.toml"), baseline="a", cells=(Cell(id="a"),),
-        bench=Bench(engine="transformers", model="fake-model", launches=1, rounds=1,
-                    ready_timeout_s=10.0, steady_warmup=False, host_warmup=False,
-                    workload=Workload(input_len=8, output_len=8, num_prompts=2, warmup=0)),
-    )  # fmt: skip
-    env = {"FAKE_MODE": "port_taken", "FAKE_TAKEN_FILE": str(counter),
-           "FAKE_REJECT_IGNORE_EOS": "1"}  # fmt: skip
+        name="race",
+        path=str(tmp_path / "spec.toml"),
+        baseline="a",
+        cells=(Cell(id="a"),),
+        bench=Bench(
+            engine="transformers",
+            model="fake-model",
+            launches=1,
+            rounds=1,
+            ready_timeout_s=10.0,
+            steady_warmup=False,
+            host_warmup=False,
+            workload=Workload(input_len=8, output_len=8, num_prompts=2, warmup=0),
+        ),
+    )
+    env = {
+        "FAKE_MODE": "port_taken",
+        "FAKE_TAKEN_FILE": str(counter),
+        "FAKE_REJECT_IGNORE_EOS": "1",
+    }
     environment = Environment(backend="venv", python=(sys.executable, str(FAKE)), env=env)
     run = RunDir(tmp_path / f"run-{taken}")
-    [result] = run_bench_phase(spec, run, ["a"], environments={"a": environment},
-                               order="sequential").values()  # fmt: skip
+    [result] = run_bench_phase(
+        spec, run, ["a"], environments={"a": environment}, order="sequential"
+    ).values()
     log = (run.path / "cells" / "a" / "server-L1.log").read_text()
     return result.status, result.message, log
 

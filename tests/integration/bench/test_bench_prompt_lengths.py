@@ -97,8 +97,7 @@ def test_prompts_reach_a_real_server_with_exactly_input_len_tokens(
 def test_a_server_that_counts_otherwise_is_recorded(tmp_path: Path) -> None:
     """The local server says 4 prompt tokens of every request: each is a mismatch."""
     model = write_tokenizer(tmp_path / "model", vocab=300, bos=True)
-    env = Environment(backend="venv", python=(sys.executable, str(FAKE)),
-                      env={"FAKE_MODE": "ok"})  # fmt: skip
+    env = Environment(backend="venv", python=(sys.executable, str(FAKE)), env={"FAKE_MODE": "ok"})
     run, result = _bench(tmp_path, model, env)
     rows = _rows(run, result)
     assert rows and all(r["prompt_len_mismatch"] is True and r["prompt_tokens"] == 4 for r in rows)
@@ -116,8 +115,7 @@ def test_a_server_that_counts_otherwise_is_recorded(tmp_path: Path) -> None:
 
 def test_a_model_without_a_tokenizer_json_is_by_words(tmp_path: Path) -> None:
     (tmp_path / "model").mkdir()
-    env = Environment(backend="venv", python=(sys.executable, str(FAKE)),
-                      env={"FAKE_MODE": "ok"})  # fmt: skip
+    env = Environment(backend="venv", python=(sys.executable, str(FAKE)), env={"FAKE_MODE": "ok"})
     run, result = _bench(tmp_path, tmp_path / "model", env)
     made = json.loads((run / "workload.json").read_text())["prompt_lengths"]
     assert made == {"by": "words", "why": f"no tokenizer.json at {str(tmp_path / 'model')!r}"}

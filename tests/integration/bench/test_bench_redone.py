@@ -24,25 +24,43 @@ FAKE = Path(__file__).with_name("fake_engine.py")
 def _spec(tmp_path: Path, *, note: str, launches: int, args: tuple[str, ...] = ()) -> Spec:
     cell = Cell(id="a", env=(("FAKE_MODE", "ok"), ("FAKE_NOTE", note)), server_args=args)
     return Spec(
-        name="redone", path=str(tmp_path / "spec.toml"), baseline="a", cells=(cell,),
-        bench=Bench(engine="transformers", model="fake-model", launches=launches, rounds=1,
-                    ready_timeout_s=10.0, steady_warmup=False, host_warmup=False,
-                    workload=Workload(input_len=8, output_len=8, num_prompts=2, warmup=0)),
-    )  # fmt: skip
+        name="redone",
+        path=str(tmp_path / "spec.toml"),
+        baseline="a",
+        cells=(cell,),
+        bench=Bench(
+            engine="transformers",
+            model="fake-model",
+            launches=launches,
+            rounds=1,
+            ready_timeout_s=10.0,
+            steady_warmup=False,
+            host_warmup=False,
+            workload=Workload(input_len=8, output_len=8, num_prompts=2, warmup=0),
+        ),
+    )
 
 
 def _built(run: RunDir, env: dict[str, str]) -> None:
     """build.json as a build with this env left it (the venv is this interpreter)."""
     environment = Environment(backend="venv", python=(sys.executable, str(FAKE)), env=env)
-    run.cell("a").write(PhaseResult(
-        phase="build", cell="a", status=Status.OK, inputs_hash="built", started=now_iso(),
-        finished=now_iso(), data={"environment": environment.to_dict()},
-    ))  # fmt: skip
+    run.cell("a").write(
+        PhaseResult(
+            phase="build",
+            cell="a",
+            status=Status.OK,
+            inputs_hash="built",
+            started=now_iso(),
+            finished=now_iso(),
+            data={"environment": environment.to_dict()},
+        )
+    )
 
 
 def _bench(spec: Spec, run: RunDir) -> PhaseResult:
-    [result] = run_bench_phase(spec, run, ["a"], environments=environments(run, ["a"], spec),
-                               order="sequential").values()  # fmt: skip
+    [result] = run_bench_phase(
+        spec, run, ["a"], environments=environments(run, ["a"], spec), order="sequential"
+    ).values()
     return result
 
 

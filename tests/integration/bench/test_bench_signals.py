@@ -26,8 +26,11 @@ START_TIMEOUT_S = 60.0
 def _start(run: Path, workers: int = 1) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(RUNNER), str(run), str(FAKE), str(workers)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _server_measuring(run: Path) -> int:

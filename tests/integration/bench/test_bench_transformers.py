@@ -47,9 +47,12 @@ def run(
     env = Environment(backend="venv", python=(str(cpu_python),), env={"HF_HUB_OFFLINE": "1"})
     rd = RunDir(tmp / "run")
     results = run_bench_phase(
-        spec, rd, ["sdpa", "eager"], environments={"sdpa": env, "eager": env},
+        spec,
+        rd,
+        ["sdpa", "eager"],
+        environments={"sdpa": env, "eager": env},
         order="interleaved",
-    )  # fmt: skip
+    )
     return rd.path, results
 
 
@@ -65,8 +68,11 @@ def test_cells_measured_interleaved(run):
             assert all(b["requests"] == WORKLOAD.warmup for b in steady["batches"])
     slots = json.loads((path / "bench-schedule.json").read_text())["slots"]
     assert [(s["cell"], s["launch"]) for s in slots] == [
-        ("sdpa", 1), ("eager", 1), ("sdpa", 2), ("eager", 2)
-    ]  # fmt: skip
+        ("sdpa", 1),
+        ("eager", 1),
+        ("sdpa", 2),
+        ("eager", 2),
+    ]
     seqs = [ln["sequence"] for c in ("sdpa", "eager") for ln in results[c].data["launches"]]
     assert sorted(seqs) == [1, 2, 3, 4]
 

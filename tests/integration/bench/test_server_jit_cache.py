@@ -21,9 +21,14 @@ VAR = "FLASHINFER_WORKSPACE_BASE"
 
 
 def _served_environ(tmp_path: Path, env: Environment) -> dict[str, str]:
-    with server.launch(engine=get_engine("transformers"), environment=env, model="fake-model",
-                       args=[], log_path=tmp_path / "server.log",
-                       ready_timeout_s=30.0) as running:  # fmt: skip
+    with server.launch(
+        engine=get_engine("transformers"),
+        environment=env,
+        model="fake-model",
+        args=[],
+        log_path=tmp_path / "server.log",
+        ready_timeout_s=30.0,
+    ) as running:
         assert running.proc is not None
         raw = Path(f"/proc/{running.proc.pid}/environ").read_bytes()
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
@@ -37,8 +42,9 @@ def test_only_a_venv_server_gets_a_jit_cache_of_its_own(
     monkeypatch.delenv(VAR, raising=False)
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     prefix = tmp_path / "envs" / "cell-a"
-    env = Environment(backend=backend, python=(sys.executable, str(FAKE)), prefix=prefix,
-                      env={"FAKE_MODE": "ok"})  # fmt: skip
+    env = Environment(
+        backend=backend, python=(sys.executable, str(FAKE)), prefix=prefix, env={"FAKE_MODE": "ok"}
+    )
     seen = _served_environ(tmp_path, env)
     assert seen["FAKE_MODE"] == "ok"
     if backend == "venv":
@@ -54,10 +60,15 @@ def test_a_cache_the_cell_or_the_user_chose_is_kept(
 ) -> None:
     monkeypatch.delenv(VAR, raising=False)
     prefix = tmp_path / "envs" / "cell-a"
-    chosen = Environment(backend="venv", python=(sys.executable, str(FAKE)), prefix=prefix,
-                         env={"FAKE_MODE": "ok", VAR: "/data/jit"})  # fmt: skip
+    chosen = Environment(
+        backend="venv",
+        python=(sys.executable, str(FAKE)),
+        prefix=prefix,
+        env={"FAKE_MODE": "ok", VAR: "/data/jit"},
+    )
     assert _served_environ(tmp_path, chosen)[VAR] == "/data/jit"
     monkeypatch.setenv(VAR, "/scratch/jit")
-    plain = Environment(backend="venv", python=(sys.executable, str(FAKE)), prefix=prefix,
-                        env={"FAKE_MODE": "ok"})  # fmt: skip
+    plain = Environment(
+        backend="venv", python=(sys.executable, str(FAKE)), prefix=prefix, env={"FAKE_MODE": "ok"}
+    )
     assert _served_environ(tmp_path, plain)[VAR] == "/scratch/jit"

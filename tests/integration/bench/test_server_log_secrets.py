@@ -22,9 +22,14 @@ API_KEY = "plain-looking-key-7781"  # no credential shape: only its flag says it
 def test_secrets_handed_to_the_server_are_hidden_in_its_log(tmp_path: Path) -> None:
     env = Environment(backend="venv", python=(sys.executable, str(FAKE)), env={"FAKE_MODE": "ok"})
     log = tmp_path / "server.log"
-    with server.launch(engine=get_engine("transformers"), environment=env, model="fake-model",
-                       args=["--api-key", API_KEY, "--note=visible-value"], log_path=log,
-                       ready_timeout_s=30.0) as running:  # fmt: skip
+    with server.launch(
+        engine=get_engine("transformers"),
+        environment=env,
+        model="fake-model",
+        args=["--api-key", API_KEY, "--note=visible-value"],
+        log_path=log,
+        ready_timeout_s=30.0,
+    ) as running:
         assert running.proc is not None
         assert API_KEY in log.read_text()  # while it runs, the engine printed it
     text = log.read_text()

@@ -30,8 +30,14 @@ def _installed_dist(site: Path, name: str, version: str) -> None:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "WHEEL").write_text("Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
     (info / "INSTALLER").write_text("pip\n")
-    files = [f"{name}/__init__.py", f"{info.name}/METADATA", f"{info.name}/WHEEL",
-             f"{info.name}/INSTALLER", f"{info.name}/RECORD", "../../bin/gone"]  # fmt: skip
+    files = [
+        f"{name}/__init__.py",
+        f"{info.name}/METADATA",
+        f"{info.name}/WHEEL",
+        f"{info.name}/INSTALLER",
+        f"{info.name}/RECORD",
+        "../../bin/gone",
+    ]
     (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
 
 
@@ -49,12 +55,18 @@ def test_layered_offline_cell_sees_its_pins_and_the_inherited_packages(tmp_path:
     wheels = _wheels(tmp_path, "overlaypkg", "1.2.3")
     assert [w.name for w in wheels.iterdir()] == ["overlaypkg-1.2.3-py3-none-any.whl"]
     cell = Cell(
-        id="layered", python=PY, inherit="current", offline=True, no_deps=True,
-        find_links=(str(wheels),), pins=("overlaypkg==1.2.3",),
-    )  # fmt: skip
+        id="layered",
+        python=PY,
+        inherit="current",
+        offline=True,
+        no_deps=True,
+        find_links=(str(wheels),),
+        pins=("overlaypkg==1.2.3",),
+    )
     log = tmp_path / "build.log"
-    outcome = venv.build(cell, spec_dir=tmp_path, work_dir=tmp_path / "work",
-                         log_path=log, content_hash="f" * 64)  # fmt: skip
+    outcome = venv.build(
+        cell, spec_dir=tmp_path, work_dir=tmp_path / "work", log_path=log, content_hash="f" * 64
+    )
     assert outcome.status.value == "ok", outcome.message
     text = log.read_text()
     assert "--offline" in text and "--no-index" in text and "--no-deps" in text
@@ -63,13 +75,22 @@ def test_layered_offline_cell_sees_its_pins_and_the_inherited_packages(tmp_path:
     # the pin and what the interpreter running the tests has (packaging) both import
     out = subprocess.run(
         [*env.python, "-c", "import overlaypkg, packaging; print(overlaypkg.VERSION)"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "1.2.3"
     names = {e.name for e in outcome.lock}
     assert {"overlaypkg", "packaging"} <= names
-    checked = check_environment(env, cell_id="layered", targets=(), cuda=None,
-                                declared_driver=None, log_path=None, run_probe=False)  # fmt: skip
+    checked = check_environment(
+        env,
+        cell_id="layered",
+        targets=(),
+        cuda=None,
+        declared_driver=None,
+        log_path=None,
+        run_probe=False,
+    )
     judged = [Path(p) for p in checked.data["import_path"]]
     assert judged[0] == env.site_packages[0]  # the venv's own packages come first
     assert len(judged) > 1  # and the inherited site-packages are judged too
@@ -81,14 +102,26 @@ def test_check_judges_what_pythonpath_adds(tmp_path: Path) -> None:
     overlay = tmp_path / "overlay"
     _installed_dist(overlay, "pathpkg", "0.1")
     env = Environment(backend="current", python=(sys.executable,), env={"PYTHONPATH": str(overlay)})
-    checked = check_environment(env, cell_id="c", targets=(), cuda=None,
-                                declared_driver=None, log_path=None, run_probe=False)  # fmt: skip
+    checked = check_environment(
+        env,
+        cell_id="c",
+        targets=(),
+        cuda=None,
+        declared_driver=None,
+        log_path=None,
+        run_probe=False,
+    )
     assert str(overlay) in checked.data["import_path"]
     assert "pathpkg" in {d["name"] for d in checked.data["inventory"]}
     without = check_environment(
-        Environment(backend="current", python=(sys.executable,)), cell_id="c", targets=(),
-        cuda=None, declared_driver=None, log_path=None, run_probe=False,
-    )  # fmt: skip
+        Environment(backend="current", python=(sys.executable,)),
+        cell_id="c",
+        targets=(),
+        cuda=None,
+        declared_driver=None,
+        log_path=None,
+        run_probe=False,
+    )
     assert "pathpkg" not in {d["name"] for d in without.data["inventory"]}
 
 
@@ -97,11 +130,19 @@ def test_a_shadowed_distribution_is_judged_once_from_the_first_directory(tmp_pat
     _installed_dist(first, "dup", "2.0")
     _installed_dist(second, "dup", "1.0")
     env = Environment(
-        backend="current", python=(sys.executable,),
+        backend="current",
+        python=(sys.executable,),
         env={"PYTHONPATH": f"{first}:{second}"},
-    )  # fmt: skip
-    checked = check_environment(env, cell_id="c", targets=(), cuda=None,
-                                declared_driver=None, log_path=None, run_probe=False)  # fmt: skip
+    )
+    checked = check_environment(
+        env,
+        cell_id="c",
+        targets=(),
+        cuda=None,
+        declared_driver=None,
+        log_path=None,
+        run_probe=False,
+    )
     dups = [d for d in checked.data["inventory"] if d["name"] == "dup"]
     assert [d["version"] for d in dups] == ["2.0"]
 
@@ -109,7 +150,12 @@ def test_a_shadowed_distribution_is_judged_once_from_the_first_directory(tmp_pat
 def test_inherit_refuses_another_python_version(tmp_path: Path) -> None:
     other = "3.10" if PY != "3.10" else "3.11"
     cell = Cell(id="mismatch", python=other, inherit="current")
-    outcome = venv.build(cell, spec_dir=tmp_path, work_dir=tmp_path / "work",
-                         log_path=tmp_path / "build.log", content_hash="e" * 64)  # fmt: skip
+    outcome = venv.build(
+        cell,
+        spec_dir=tmp_path,
+        work_dir=tmp_path / "work",
+        log_path=tmp_path / "build.log",
+        content_hash="e" * 64,
+    )
     assert outcome.status.value == "failed" and outcome.code == "inherit_failed"
     assert f"python = {other!r}" in outcome.message

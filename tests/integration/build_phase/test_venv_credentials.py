@@ -30,12 +30,17 @@ def test_credentials_reach_uv_but_no_kept_file(tmp_path: Path, index: str, where
         pin = f"credpkg @ http://{USER}:{PASSWORD}@{index}/files/{WHEEL}"
         cell = Cell(id="cred", python=PY, pins=(pin,))
     else:
-        cell = Cell(id="cred", python=PY, pins=("credpkg==1.0",),
-                    index_url=f"http://{USER}:{PASSWORD}@{index}/simple")  # fmt: skip
+        cell = Cell(
+            id="cred",
+            python=PY,
+            pins=("credpkg==1.0",),
+            index_url=f"http://{USER}:{PASSWORD}@{index}/simple",
+        )
     work = tmp_path / "work"
     log = tmp_path / "build.log"
-    outcome = venv.build(cell, spec_dir=tmp_path, work_dir=work, log_path=log,
-                         content_hash="c" * 64)  # fmt: skip
+    outcome = venv.build(
+        cell, spec_dir=tmp_path, work_dir=work, log_path=log, content_hash="c" * 64
+    )
     assert outcome.status.value == "ok", outcome.message + log.read_text()
     assert "credpkg" in {e.name for e in outcome.lock}
     env_dir = venv.env_dir_for(work, "c" * 64)
@@ -48,12 +53,14 @@ def test_credentials_reach_uv_but_no_kept_file(tmp_path: Path, index: str, where
 
 def test_a_failed_resolve_leaves_no_credentials_either(tmp_path: Path, index: str) -> None:
     missing = "credpkg-9.9-py3-none-any.whl"  # the index answers 404
-    cell = Cell(id="cred", python=PY,
-                pins=(f"credpkg @ http://{USER}:{PASSWORD}@{index}/files/{missing}",))  # fmt: skip
+    cell = Cell(
+        id="cred", python=PY, pins=(f"credpkg @ http://{USER}:{PASSWORD}@{index}/files/{missing}",)
+    )
     work = tmp_path / "work"
     log = tmp_path / "build.log"
-    outcome = venv.build(cell, spec_dir=tmp_path, work_dir=work, log_path=log,
-                         content_hash="d" * 64)  # fmt: skip
+    outcome = venv.build(
+        cell, spec_dir=tmp_path, work_dir=work, log_path=log, content_hash="d" * 64
+    )
     assert outcome.status.value != "ok"
     assert files_holding(work, PASSWORD.encode()) == []
     assert PASSWORD not in log.read_text()

@@ -90,8 +90,19 @@ def test_a_program_of_the_real_cuda_h_links_and_loads_against_it(
     path, toolkit = stub
     (tmp_path / "drv.c").write_text(DRIVER_C)
     exe = tmp_path / "drv"
-    _run([str(GCC), str(tmp_path / "drv.c"), "-I", str(toolkit / "include"),
-          "-L", str(path.parent), "-lcuda", "-o", str(exe)])  # fmt: skip
+    _run(
+        [
+            str(GCC),
+            str(tmp_path / "drv.c"),
+            "-I",
+            str(toolkit / "include"),
+            "-L",
+            str(path.parent),
+            "-lcuda",
+            "-o",
+            str(exe),
+        ]
+    )
     private = tmp_path / "private"
     private.mkdir()
     (private / "libcuda.so.1").symlink_to(path)
@@ -108,8 +119,19 @@ def test_the_real_cuda_runtime_calls_it_a_stub_library(
         pytest.fail(f"the toolkit at {toolkit} has no lib64/libcudart.so")
     (tmp_path / "rt.c").write_text(RUNTIME_C)
     exe = tmp_path / "rt"
-    _run([str(GCC), str(tmp_path / "rt.c"), "-I", str(toolkit / "include"), "-L", str(lib64),
-          "-lcudart", "-o", str(exe)])  # fmt: skip
+    _run(
+        [
+            str(GCC),
+            str(tmp_path / "rt.c"),
+            "-I",
+            str(toolkit / "include"),
+            "-L",
+            str(lib64),
+            "-lcudart",
+            "-o",
+            str(exe),
+        ]
+    )
     private = tmp_path / "private"
     private.mkdir()
     (private / "libcuda.so.1").symlink_to(path)

@@ -35,10 +35,17 @@ def test_missing_library_of_an_optional_extension_is_info(tmp_path: Path) -> Non
     lib_src.write_text(LIB)
     # the soname the extensions will ask for; the library is deleted afterwards
     subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbbx.so.12", "-o",
-         str(libdir / "libtbbx.so"), str(lib_src)],
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libtbbx.so.12",
+            "-o",
+            str(libdir / "libtbbx.so"),
+            str(lib_src),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     venv = tmp_path / "venv"
     site = venv / "lib" / "python3.11" / "site-packages"
     tag = "cpython-311-x86_64-linux-gnu.so"

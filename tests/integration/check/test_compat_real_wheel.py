@@ -69,9 +69,23 @@ def _download(dest_dir: Path) -> Path:
             f"{REQUIREMENT} and comes with the test extra: pip install -e '.[test]'"
         )
     with tempfile.TemporaryDirectory(dir=dest_dir, prefix=".download-") as tmp:
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                "--python-version", "3.10", "--platform", "manylinux2014_x86_64",
-                "--progress-bar", "off", REQUIREMENT, "-d", tmp]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.10",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--progress-bar",
+            "off",
+            REQUIREMENT,
+            "-d",
+            tmp,
+        ]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600)
         got = Path(tmp) / WHEEL
         if proc.returncode != 0 or not got.is_file():

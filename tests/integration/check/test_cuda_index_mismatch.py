@@ -32,17 +32,30 @@ EXT = "int cudaGetDeviceCount(int*);\nint devices(void) { int n; return cudaGetD
 
 
 def _kern(
-    out_dir: Path, version: str, major: int, work: Path,
-    write: WheelWriter, compile_shared: Callable[..., None],
-) -> Path:  # fmt: skip
+    out_dir: Path,
+    version: str,
+    major: int,
+    work: Path,
+    write: WheelWriter,
+    compile_shared: Callable[..., None],
+) -> Path:
     """kern-<version>: kern/_C.abi3.so needing libcudart.so.<major>, bundled."""
     work.mkdir(parents=True)
     (work / "rt.c").write_text("int cudaGetDeviceCount(int* n) { *n = 0; return 0; }\n")
     (work / "ext.c").write_text(EXT)
     runtime = work / f"libcudart.so.{major}"
     compile_shared([f"-Wl,-soname,libcudart.so.{major}", "-o", runtime, "rt.c"], work)
-    compile_shared(["-o", "_C.abi3.so", "ext.c", "-Wl,--no-as-needed", runtime,
-                    "-Wl,-rpath,$ORIGIN/../kern.libs"], work)  # fmt: skip
+    compile_shared(
+        [
+            "-o",
+            "_C.abi3.so",
+            "ext.c",
+            "-Wl,--no-as-needed",
+            runtime,
+            "-Wl,-rpath,$ORIGIN/../kern.libs",
+        ],
+        work,
+    )
     files = {
         "kern/__init__.py": b"",
         "kern/_C.abi3.so": (work / "_C.abi3.so").read_bytes(),
@@ -61,8 +74,7 @@ def indexes(
     the default index, a wheel directory holding the final release, a CUDA 13 build)."""
     d = tmp_path_factory.mktemp("indexes")
     simple = d / "cu129" / "simple"
-    wheel = _kern(simple / "kern", "0.20.2rc1+cu129", 12, d / "build-cu129", wheel_writer,
-                  compiler)  # fmt: skip
+    wheel = _kern(simple / "kern", "0.20.2rc1+cu129", 12, d / "build-cu129", wheel_writer, compiler)
     (simple / "kern" / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
     (simple / "index.html").write_text('<a href="kern/">kern</a>\n')
     _kern(d / "default", "0.20.2", 13, d / "build-default", wheel_writer, compiler)
@@ -72,18 +84,32 @@ def indexes(
 def _built_and_checked(tmp_path: Path, indexes: tuple[Path, Path], pin: str) -> CheckOutcome:
     cu129, default = indexes
     cell = Cell(
-        id="cu129", python=PY, cuda="12.9", index_url=str(cu129),
-        find_links=(str(default),), pins=(pin,),
-    )  # fmt: skip
+        id="cu129",
+        python=PY,
+        cuda="12.9",
+        index_url=str(cu129),
+        find_links=(str(default),),
+        pins=(pin,),
+    )
     digest = hashlib.sha256(pin.encode()).hexdigest()
-    built = venv.build(cell, spec_dir=tmp_path, work_dir=tmp_path / "work",
-                       log_path=tmp_path / "build.log", content_hash=digest)  # fmt: skip
+    built = venv.build(
+        cell,
+        spec_dir=tmp_path,
+        work_dir=tmp_path / "work",
+        log_path=tmp_path / "build.log",
+        content_hash=digest,
+    )
     assert built.status.value == "ok", built.message
     assert built.environment is not None
     return check_environment(
-        built.environment, cell_id="cu129", targets=(), cuda="12.9",
-        declared_driver="580.95.05", log_path=None, run_probe=False,
-    )  # fmt: skip
+        built.environment,
+        cell_id="cu129",
+        targets=(),
+        cuda="12.9",
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
 
 
 def test_the_final_cuda_13_release_outranks_the_cu129_channel(
@@ -97,8 +123,10 @@ def test_the_final_cuda_13_release_outranks_the_cu129_channel(
     assert found.severity is Severity.FAIL and found.subject == "kern/_C.abi3.so"
     assert found.details["distribution"] == "kern" and found.details["version"] == "0.20.2"
     assert found.details["libraries"] == ["libcudart.so.13"]
-    assert found.message.startswith("kern 0.20.2 is a CUDA 13 build: kern/_C.abi3.so needs "
-                                    "libcudart.so.13, and the cell declares CUDA 12.9")  # fmt: skip
+    assert found.message.startswith(
+        "kern 0.20.2 is a CUDA 13 build: kern/_C.abi3.so needs "
+        "libcudart.so.13, and the cell declares CUDA 12.9"
+    )
     # the bundled runtime resolves: nothing is missing, only the declared CUDA disagrees
     assert not [f for f in outcome.findings if f.code.startswith("SM-LIB-")]
     assert outcome.verdict == "incompatible"

@@ -57,12 +57,29 @@ def test_a_module_compiled_by_another_cuda_major_is_flagged(tmp_path: Path) -> N
     module_dir.mkdir(parents=True)
     (module_dir / "sampling.cu").write_text(SAMPLER)
     subprocess.run(
-        [nvcc, "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared",
-         "-gencode", "arch=compute_90,code=sm_90", "sampling.cu", "-o", "sampling.so"],
-        cwd=module_dir, check=True, capture_output=True,
-    )  # fmt: skip
-    dynamic = subprocess.run([_tool("readelf"), "-d", str(module_dir / "sampling.so")],
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        [
+            nvcc,
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "--cudart",
+            "shared",
+            "-gencode",
+            "arch=compute_90,code=sm_90",
+            "sampling.cu",
+            "-o",
+            "sampling.so",
+        ],
+        cwd=module_dir,
+        check=True,
+        capture_output=True,
+    )
+    dynamic = subprocess.run(
+        [_tool("readelf"), "-d", str(module_dir / "sampling.so")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert f"Shared library: [libcudart.so.{major}]" in dynamic
 
     site = tmp_path / "site-packages"
@@ -73,13 +90,20 @@ def test_a_module_compiled_by_another_cuda_major_is_flagged(tmp_path: Path) -> N
     )
     (info / "RECORD").write_text("")
     env = Environment(
-        backend="venv", python=(sys.executable, "-S"), site_packages=(site,),
+        backend="venv",
+        python=(sys.executable, "-S"),
+        site_packages=(site,),
         env={"PYTHONPATH": str(site), "FLASHINFER_WORKSPACE_BASE": str(base)},
-    )  # fmt: skip
+    )
     outcome = check_environment(
-        env, cell_id="cu129", targets=[], cuda=cell_cuda, declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        env,
+        cell_id="cu129",
+        targets=[],
+        cuda=cell_cuda,
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     (found,) = [f for f in outcome.findings if f.code == "SM-JIT-CACHE-CUDA"]
     assert found.severity is Severity.FAIL
     assert found.details["modules"] == {

@@ -94,8 +94,10 @@ def test_a_kernel_without_the_targets_code_is_named(builds: dict[str, Path]) -> 
     assert outcome.data["target_summary"] == {"sm_75": "native", "sm_80": "native"}
     (gap,) = outcome.findings
     assert (gap.code, gap.severity.value, gap.details["target"]) == (
-        "SM-ARCH-KERNEL-GAP", "warn", "sm_75",
-    )  # fmt: skip
+        "SM-ARCH-KERNEL-GAP",
+        "warn",
+        "sm_75",
+    )
     assert gap.details["kernels"] == ["_Z7rmsnormPfi"]
     assert "not for 1 of its 2 kernels read: rmsnorm" in gap.message
     assert "others (silu_and_mul) run" in gap.message

@@ -46,8 +46,17 @@ def _cuda_home(tmp_path: Path, toolkit: Path, cudart: int | None) -> Path:
 def _compile(toolkit: Path, home: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     src = tmp_path / "k.cu"
     src.write_text(KERNEL)
-    argv = [str(toolkit / "bin/nvcc"), "-c", str(src), "-o", str(tmp_path / "k.o"),
-            "-I", str(home / "include"), "-I", str(home / "include/cccl")]  # fmt: skip
+    argv = [
+        str(toolkit / "bin/nvcc"),
+        "-c",
+        str(src),
+        "-o",
+        str(tmp_path / "k.o"),
+        "-I",
+        str(home / "include"),
+        "-I",
+        str(home / "include/cccl"),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
@@ -63,9 +72,13 @@ def test_the_check_agrees_with_nvcc_and_cccl(tmp_path: Path, other_release: bool
     found, _ = nvcc.find_nvcc(Path("/"), [], {"CUDA_HOME": str(home)})
     assert found is not None and found.path == f"{home}/bin/nvcc"
     data, out = nvccheaders.headers_check(
-        Path("/"), found, [tmp_path / "site-packages"], {"CUDA_HOME": str(home)},
-        installed={"flashinfer-python": "0.6.12"}, cell="c",
-    )  # fmt: skip
+        Path("/"),
+        found,
+        [tmp_path / "site-packages"],
+        {"CUDA_HOME": str(home)},
+        installed={"flashinfer-python": "0.6.12"},
+        cell="c",
+    )
     assert data is not None and data["cccl_checks"] is True
     if other_release:
         assert done.returncode != 0 and nvccheaders.CHECK_MESSAGE in done.stderr

@@ -63,18 +63,37 @@ def layout(tmp_path: Path) -> dict[str, Path]:
     targets = tmp_path / "cuda-t" / "targets" / "x86_64-linux" / "lib" / "stubs"
     for where in (stubs, targets):
         where.mkdir(parents=True)
-        _gcc("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", where / "libcuda.so",
-             tmp_path / "src" / "stub.c")  # fmt: skip
+        _gcc(
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            where / "libcuda.so",
+            tmp_path / "src" / "stub.c",
+        )
     pkg = tmp_path / "site-packages" / "srvx"
     pkg.mkdir(parents=True)
-    _gcc("-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", "-o", pkg / "_C.so",
-         tmp_path / "src" / "ext.c", f"-L{stubs}", "-lcuda")  # fmt: skip
+    _gcc(
+        "-shared",
+        "-fPIC",
+        f"-I{sysconfig.get_paths()['include']}",
+        "-o",
+        pkg / "_C.so",
+        tmp_path / "src" / "ext.c",
+        f"-L{stubs}",
+        "-lcuda",
+    )
     (pkg / "__init__.py").write_text("")
     (pkg / "entry.py").write_text("from srvx import _C\n")
     (pkg / "light.py").write_text("")
     (tmp_path / "tmp").mkdir()
-    return {"site": pkg.parent, "cuda": tmp_path / "cuda", "cuda-t": tmp_path / "cuda-t",
-            "ext": pkg / "_C.so", "tmp": tmp_path / "tmp"}  # fmt: skip
+    return {
+        "site": pkg.parent,
+        "cuda": tmp_path / "cuda",
+        "cuda-t": tmp_path / "cuda-t",
+        "ext": pkg / "_C.so",
+        "tmp": tmp_path / "tmp",
+    }
 
 
 def _check(layout: dict[str, Path], **env: str) -> CheckOutcome:
@@ -85,9 +104,14 @@ def _check(layout: dict[str, Path], **env: str) -> CheckOutcome:
         env={"PYTHONPATH": str(layout["site"]), "TMPDIR": str(layout["tmp"]), **env},
     )
     return check_environment(
-        environment, cell_id="c", targets=["sm_90"], cuda=None,
-        declared_driver="580.95.05", log_path=None, serving_modules=["srvx.entry", "srvx.light"],
-    )  # fmt: skip
+        environment,
+        cell_id="c",
+        targets=["sm_90"],
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        serving_modules=["srvx.entry", "srvx.light"],
+    )
 
 
 def test_the_extension_needs_the_drivers_library(layout: dict[str, Path]) -> None:

@@ -60,14 +60,28 @@ def wheels(
         work = d / version
         work.mkdir()
         (work / "library.cpp").write_text(source)
-        compiler(["-Wl,-soname,libtorch_cpu.so", "-o", "libtorch_cpu.so", "library.cpp"], work,
-                 cxx=True)  # fmt: skip
-        files = {"torch/__init__.py": b"", "torch/lib/libtorch_cpu.so": (
-            work / "libtorch_cpu.so").read_bytes()}  # fmt: skip
+        compiler(
+            ["-Wl,-soname,libtorch_cpu.so", "-o", "libtorch_cpu.so", "library.cpp"], work, cxx=True
+        )
+        files = {
+            "torch/__init__.py": b"",
+            "torch/lib/libtorch_cpu.so": (work / "libtorch_cpu.so").read_bytes(),
+        }
         wheel_writer(out, "torch", version, files)
     (d / "kernel.cpp").write_text(KERNEL)
-    compiler(["-o", "ops.abi3.so", "kernel.cpp", "-Wl,--no-as-needed", "-L", d / "2.13.0",
-              "-ltorch_cpu"], d, cxx=True)  # fmt: skip
+    compiler(
+        [
+            "-o",
+            "ops.abi3.so",
+            "kernel.cpp",
+            "-Wl,--no-as-needed",
+            "-L",
+            d / "2.13.0",
+            "-ltorch_cpu",
+        ],
+        d,
+        cxx=True,
+    )
     files = {
         "torchkern/__init__.py": b"",
         "torchkern/ops.abi3.so": (d / "ops.abi3.so").read_bytes(),
@@ -80,14 +94,24 @@ def _checked(tmp_path: Path, wheels: Path, torch: str) -> CheckOutcome:
     pins = (f"torch=={torch}", "torchkern==1.0")
     cell = Cell(id="c", python=PY, offline=True, find_links=(str(wheels),), pins=pins)
     digest = hashlib.sha256(torch.encode()).hexdigest()
-    built = venv.build(cell, spec_dir=tmp_path, work_dir=tmp_path / "work",
-                       log_path=tmp_path / "build.log", content_hash=digest)  # fmt: skip
+    built = venv.build(
+        cell,
+        spec_dir=tmp_path,
+        work_dir=tmp_path / "work",
+        log_path=tmp_path / "build.log",
+        content_hash=digest,
+    )
     assert built.status.value == "ok", built.message
     assert built.environment is not None
     return check_environment(
-        built.environment, cell_id="c", targets=(), cuda=None, declared_driver=None,
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        built.environment,
+        cell_id="c",
+        targets=(),
+        cuda=None,
+        declared_driver=None,
+        log_path=None,
+        run_probe=False,
+    )
 
 
 def test_a_kernel_built_for_a_newer_torch_lacks_its_library_symbol(

@@ -56,13 +56,20 @@ def torch_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _check(site: Path, targets: list[str]) -> CheckOutcome:
     env = Environment(
-        backend="venv", python=(sys.executable, "-S"), site_packages=(site,),
+        backend="venv",
+        python=(sys.executable, "-S"),
+        site_packages=(site,),
         env={"PYTHONPATH": str(site)},
-    )  # fmt: skip
+    )
     return check_environment(
-        env, cell_id="c", targets=targets, cuda=None, declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        env,
+        cell_id="c",
+        targets=targets,
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
 
 
 def _torch(outcome: CheckOutcome) -> dict[str, str]:
@@ -96,8 +103,10 @@ def test_same_major_and_ptx_rules_apply(torch_site: Path) -> None:
     outcome = _check(torch_site, ["sm_86", "sm_90", "sm_100"])
     assert _torch(outcome) == {"sm_100": "SM-TORCH-ARCH-PTX-ONLY"}
     assert outcome.data["torch_arch"]["targets"] == {
-        "sm_86": "native", "sm_90": "native", "sm_100": "ptx",
-    }  # fmt: skip
+        "sm_86": "native",
+        "sm_90": "native",
+        "sm_100": "ptx",
+    }
 
 
 def test_covered_targets_say_nothing(torch_site: Path) -> None:

@@ -29,8 +29,11 @@ def _make_base(
     )
     subprocess.run(
         [engine.docker, "build", "--network=host", "-t", tag, str(context)],
-        env=_docker_cli.build_env(engine), capture_output=True, check=True, timeout=600,
-    )  # fmt: skip
+        env=_docker_cli.build_env(engine),
+        capture_output=True,
+        check=True,
+        timeout=600,
+    )
 
 
 def _build(cell: Cell, tmp: Path, content_hash: str, n: int) -> tuple[BuildOutcome, str]:
@@ -47,8 +50,14 @@ def test_a_rebuilt_base_rebuilds_the_cell(
 ) -> None:
     session = uuid.uuid4().hex
     base = f"stackmatrix-test/rebuilt-base:{session[:12]}"
-    cell = Cell(id="on-rebuilt-base", backend="docker", base_image=base, python="3.11",
-                pins=("six==1.16.0",), ca_certs=(host_ca,))  # fmt: skip
+    cell = Cell(
+        id="on-rebuilt-base",
+        backend="docker",
+        base_image=base,
+        python="3.11",
+        pins=("six==1.16.0",),
+        ca_certs=(host_ca,),
+    )
     tag = docker.image_tag(cell, session)
     made: list[str] = [tag, base]  # and the two images the rebuilds leave untagged
     try:

@@ -252,22 +252,32 @@ def test_jit_caches_outlive_each_launchs_container(
         for _ in range(2):
             name = f"stackmatrix-test-{uuid.uuid4().hex[:8]}"
             argv = docker.container_command(
-                environment, ["python", "-c", _SEEN], name=name, port=_free_port(),
-                mounts=[], gpus=False, cache_volume=volume,
-            )  # fmt: skip
+                environment,
+                ["python", "-c", _SEEN],
+                name=name,
+                port=_free_port(),
+                mounts=[],
+                gpus=False,
+                cache_volume=volume,
+            )
             res = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
             assert res.returncode == 0, res.stderr
             seen.append(res.stdout.strip())
-        assert seen == ["cold /var/cache/stackmatrix-jit/triton",
-                        "kept /var/cache/stackmatrix-jit/triton"]  # fmt: skip
+        assert seen == [
+            "cold /var/cache/stackmatrix-jit/triton",
+            "kept /var/cache/stackmatrix-jit/triton",
+        ]
         labels = subprocess.run(
             [engine.docker, "volume", "inspect", "--format", "{{json .Labels}}", volume],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert environment.image in labels  # ours, and whose
     finally:
-        subprocess.run([engine.docker, "volume", "rm", "-f", str(volume)], capture_output=True,
-                       check=False)  # fmt: skip
+        subprocess.run(
+            [engine.docker, "volume", "rm", "-f", str(volume)], capture_output=True, check=False
+        )
 
 
 def test_an_image_that_is_not_root_keeps_its_caches_in_the_container(
@@ -276,14 +286,19 @@ def test_an_image_that_is_not_root_keeps_its_caches_in_the_container(
     from stackmatrix.build import jitcache
 
     tag = f"stackmatrix-test/nonroot:{uuid.uuid4().hex[:8]}"
-    cid = subprocess.run([engine.docker, "create", base_image, "true"], capture_output=True,
-                         text=True, check=True).stdout.strip()  # fmt: skip
+    cid = subprocess.run(
+        [engine.docker, "create", base_image, "true"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     try:
-        subprocess.run([engine.docker, "commit", "--change", "USER 1000", cid, tag],
-                       capture_output=True, check=True)  # fmt: skip
+        subprocess.run(
+            [engine.docker, "commit", "--change", "USER 1000", cid, tag],
+            capture_output=True,
+            check=True,
+        )
         assert jitcache.cache_volume(tag) is None  # a root-owned volume it cannot write
-        listed = subprocess.run([engine.docker, "volume", "ls", "-q"], capture_output=True,
-                                text=True, check=True).stdout  # fmt: skip
+        listed = subprocess.run(
+            [engine.docker, "volume", "ls", "-q"], capture_output=True, text=True, check=True
+        ).stdout
         assert jitcache.volume_name(tag) not in listed
     finally:
         subprocess.run([engine.docker, "rm", "-f", cid], capture_output=True, check=False)

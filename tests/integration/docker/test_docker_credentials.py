@@ -43,8 +43,9 @@ def test_buildkit_build_keeps_no_credentials(
     cell = _cell(base_image, index, "buildkit")
     content_hash = uuid.uuid4().hex
     log = tmp_path / "build.log"
-    out = docker.build(cell, spec_dir=tmp_path, work_dir=tmp_path / "work", log_path=log,
-                       content_hash=content_hash)  # fmt: skip
+    out = docker.build(
+        cell, spec_dir=tmp_path, work_dir=tmp_path / "work", log_path=log, content_hash=content_hash
+    )
     tag = docker.image_tag(cell, content_hash)
     try:
         assert out.status is Status.OK, (out.message, log.read_text()[-3000:])
@@ -54,8 +55,12 @@ def test_buildkit_build_keeps_no_credentials(
         assert files_holding(out.environment.root, secret) == []  # every file of the image
         assert files_holding(tmp_path / "work" / "docker", secret) == []  # context, rootfs
         assert PASSWORD not in log.read_text()
-        history = subprocess.run([engine.docker, "history", "--no-trunc", tag],
-                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+        history = subprocess.run(
+            [engine.docker, "history", "--no-trunc", tag],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert PASSWORD not in history
         # the lock in the image still says where credpkg came from
         locks = list((out.environment.root / "opt/stackmatrix/venv").glob("*.txt"))
@@ -73,8 +78,13 @@ def test_legacy_builder_refuses_credentials(
     monkeypatch.setenv("STACKMATRIX_DOCKER_BUILDKIT", "0")
     cell = _cell(base_image, "127.0.0.1:9", "legacy")  # refused before anything is fetched
     log = tmp_path / "build.log"
-    out = docker.build(cell, spec_dir=tmp_path, work_dir=tmp_path / "work", log_path=log,
-                       content_hash=uuid.uuid4().hex)  # fmt: skip
+    out = docker.build(
+        cell,
+        spec_dir=tmp_path,
+        work_dir=tmp_path / "work",
+        log_path=log,
+        content_hash=uuid.uuid4().hex,
+    )
     assert out.status is Status.FAILED
     assert "BuildKit" in out.message and "credentials" in out.message
     assert PASSWORD not in out.message + log.read_text()

@@ -21,13 +21,19 @@ def _export(engine: _docker_cli.ContainerEngine, image: str, work: Path) -> Path
     image_info = _docker_cli.inspect_image(engine.docker, image)
     assert image_info is not None
     with _docker_rootfs.created_container(
-        engine.docker, image, ["true"], log_path=work / "build.log",
+        engine.docker,
+        image,
+        ["true"],
+        log_path=work / "build.log",
         owner="stackmatrix.owner=stackmatrix-test",
-    ) as container:  # fmt: skip
+    ) as container:
         return _docker_rootfs.export_rootfs(
-            engine.docker, container, str(image_info["Id"]), work_dir=work,
+            engine.docker,
+            container,
+            str(image_info["Id"]),
+            work_dir=work,
             log_path=work / "build.log",
-        )  # fmt: skip
+        )
 
 
 def test_the_export_streams_the_image_tree(

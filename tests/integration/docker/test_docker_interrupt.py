@@ -26,9 +26,16 @@ def test_ctrl_c_stops_a_docker_build_within_seconds(
     (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN {step}\n")
     tag = f"stackmatrix-test/interrupt:{uuid.uuid4().hex[:12]}"
     argv = [
-        engine.docker, "build", "--network=host", "--no-cache", "-t", tag,
-        "--build-arg", f"STACKMATRIX_TEST_TOKEN={TOKEN}", str(tmp_path),
-    ]  # fmt: skip
+        engine.docker,
+        "build",
+        "--network=host",
+        "--no-cache",
+        "-t",
+        tag,
+        "--build-arg",
+        f"STACKMATRIX_TEST_TOKEN={TOKEN}",
+        str(tmp_path),
+    ]
     log = tmp_path / "build.log"
     stopped = ctrl_c_during_stream(
         argv, log, started=lambda: bool(pids_running(step)), env=_docker_cli.build_env(engine)

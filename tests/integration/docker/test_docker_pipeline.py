@@ -184,8 +184,11 @@ def runs(
     )
     for cell in CELLS:  # the volumes that kept the servers' JIT caches
         image = _build(first, cell)["image"]
-        subprocess.run([engine.docker, "volume", "rm", "-f", jitcache.volume_name(image)],
-                       capture_output=True, check=False)  # fmt: skip
+        subprocess.run(
+            [engine.docker, "volume", "rm", "-f", jitcache.volume_name(image)],
+            capture_output=True,
+            check=False,
+        )
 
 
 def _run_cli(
@@ -196,8 +199,19 @@ def _run_cli(
     reports: Path,
     command: str = "run",
 ) -> Run:
-    argv = [sys.executable, "-m", "stackmatrix", command, str(spec), "--output", str(out),
-            "--work-dir", str(work), "--reports-dir", str(reports)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "stackmatrix",
+        command,
+        str(spec),
+        "--output",
+        str(out),
+        "--work-dir",
+        str(work),
+        "--reports-dir",
+        str(reports),
+    ]
     # the engine fixture picked the client that can do BuildKit (uv's cache mount)
     env = {**os.environ, _docker_cli.DOCKER_ENV: engine.docker}
     started = time.monotonic()
@@ -324,8 +338,7 @@ def test_each_image_s_servers_share_one_jit_cache_volume(runs: Runs) -> None:
         image = _build(runs.first, cell)["image"]
         for launch in runs.first.phase(cell, "bench")["data"]["launches"]:
             argv = launch["launch_argv"]
-            mount = (f"type=volume,source={jitcache.volume_name(image)},"
-                     f"target={jitcache.TARGET}")  # fmt: skip
+            mount = f"type=volume,source={jitcache.volume_name(image)},target={jitcache.TARGET}"
             assert argv[argv.index("--mount") + 1 :].count(mount) == 1, argv
             assert f"FLASHINFER_WORKSPACE_BASE={jitcache.TARGET}" in argv
 

@@ -58,8 +58,11 @@ min_effect = 0.05
 def _sm(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "stackmatrix", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_explain_measures_which_difference_makes_a_cell_slower(tmp_path: Path) -> None:

@@ -69,8 +69,9 @@ def _meets(record: dict[str, Any]) -> bool:
 def test_goodput_and_the_largest_load_within_the_slo_from_a_real_run(tmp_path: Path) -> None:
     run = run_spec(tmp_path, SPEC)
     assert json.loads((run / "run.json").read_text())["report"]["slo"] == {
-        "ttft_p99_ms": 1000.0, "tpot_p99_ms": 7.0
-    }  # fmt: skip
+        "ttft_p99_ms": 1000.0,
+        "tpot_p99_ms": 7.0,
+    }
     report = json.loads((run / "matrix.json").read_text())
     cells = {c["id"]: c for c in report["cells"]}
     for cid, cell in cells.items():
@@ -78,8 +79,11 @@ def test_goodput_and_the_largest_load_within_the_slo_from_a_real_run(tmp_path: P
         for point in cell["frontier"]:
             good = sent = 0
             for launch in bench["launches"]:
-                rounds = launch["rounds"] if point["point"] is None else (
-                    launch["points"][point["point"]]["rounds"])  # fmt: skip
+                rounds = (
+                    launch["rounds"]
+                    if point["point"] is None
+                    else (launch["points"][point["point"]]["rounds"])
+                )
                 for rnd in rounds:
                     lines = (run / "cells" / cid / rnd["requests_file"]).read_text().splitlines()
                     records = [json.loads(x) for x in lines]
@@ -115,5 +119,7 @@ def test_goodput_and_the_largest_load_within_the_slo_from_a_real_run(tmp_path: P
     }
     # b is slower at the headline too (its decode is slower at every load)
     assert failing == {
-        ("b", "perf[output_throughput]"), ("b", "slo[goodput]"), ("b", "slo[largest_load]")
-    }  # fmt: skip
+        ("b", "perf[output_throughput]"),
+        ("b", "slo[goodput]"),
+        ("b", "slo[largest_load]"),
+    }

@@ -33,12 +33,17 @@ def slurm_node() -> str:
         _unavailable(f"{', '.join(missing)} not installed (Debian: slurm-wlm, munge)")
     if os.geteuid() != 0:
         _unavailable("starting Slurm here needs root")
-    start = subprocess.run(["bash", str(ROOT / "scripts" / "start-slurm.sh")],
-                           capture_output=True, text=True, timeout=180)  # fmt: skip
+    start = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "start-slurm.sh")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     if start.returncode != 0:
         pytest.fail(f"scripts/start-slurm.sh failed:\n{start.stdout}\n{start.stderr}")
-    node = subprocess.run(["sinfo", "--noheader", "--format=%n"], capture_output=True,
-                          text=True, timeout=30).stdout.split()  # fmt: skip
+    node = subprocess.run(
+        ["sinfo", "--noheader", "--format=%n"], capture_output=True, text=True, timeout=30
+    ).stdout.split()
     assert node, "sinfo lists no node after start-slurm.sh"
     return node[0]
 
@@ -49,9 +54,12 @@ def accounting(slurm_node: str) -> str:
     missing = [t for t in ("sacct", "sacctmgr", "slurmdbd") if shutil.which(t) is None]
     if missing:
         _unavailable(f"{', '.join(missing)} not installed (Debian: slurmdbd, mariadb-server)")
-    probe = subprocess.run(["sacct", "--noheader", "--allocations", "--jobs=1",
-                            "--format=JobID"], capture_output=True, text=True,
-                           timeout=60)  # fmt: skip
+    probe = subprocess.run(
+        ["sacct", "--noheader", "--allocations", "--jobs=1", "--format=JobID"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if probe.returncode != 0:
         _unavailable(f"sacct has no accounting here: {probe.stderr.strip()!r}")
     return slurm_node

@@ -31,12 +31,15 @@ def test_a_controller_that_does_not_answer_is_no_news(bin_dir: Path) -> None:
 def test_an_ended_job_gets_its_exit_code_and_reason_from_scontrol(bin_dir: Path) -> None:
     queued = 'echo "12|TIMEOUT|TimeLimit|gpu01|ci|(null)"\necho "13|PENDING|Resources||ci|a|b"'
     _tool(bin_dir, "squeue", queued)
-    line = ("JobId=12 JobName=stackmatrix-x-cycle-1 JobState=TIMEOUT Reason=TimeLimit "
-            "Dependency=(null) ExitCode=0:15 NodeList=gpu01 StdOut=/a b/c.out")  # fmt: skip
+    line = (
+        "JobId=12 JobName=stackmatrix-x-cycle-1 JobState=TIMEOUT Reason=TimeLimit "
+        "Dependency=(null) ExitCode=0:15 NodeList=gpu01 StdOut=/a b/c.out"
+    )
     _tool(bin_dir, "scontrol", f'echo "{line}"')
     found = _slurmctl.states(["12", "13"])
-    assert found["12"] == _slurmctl.JobState(job_id="12", state="TIMEOUT", reason="TimeLimit",
-                                             node="gpu01", exit_code="0:15")  # fmt: skip
+    assert found["12"] == _slurmctl.JobState(
+        job_id="12", state="TIMEOUT", reason="TimeLimit", node="gpu01", exit_code="0:15"
+    )
     assert found["12"].terminal and not found["12"].ok
     assert found["13"].state == "PENDING" and found["13"].reason == "Resources"
     assert (found["13"].user, found["13"].comment) == ("ci", "a|b")  # a comment's own '|'
@@ -85,18 +88,22 @@ def test_sacct_lines_of_jobs_that_ended_badly() -> None:
     ids = ["21", "22", "23", "24", "25", "26"]
     found = _slurmctl.parse_sacct(SACCT_ENDED + "21.batch|CANCELLED|None|gpu01|0:15\n", ids)
     assert {j: (s.state, s.node, s.exit_code) for j, s in found.items()} == {
-        "21": ("CANCELLED", "gpu01", "0:15"), "22": ("TIMEOUT", "gpu02", "0:0"),
-        "23": ("PREEMPTED", "gpu03", "0:15"), "24": ("NODE_FAIL", "gpu04", "1:0"),
-        "25": ("OUT_OF_MEMORY", "gpu05", "0:125"), "26": ("CANCELLED", "", "0:0"),
-    }  # fmt: skip
+        "21": ("CANCELLED", "gpu01", "0:15"),
+        "22": ("TIMEOUT", "gpu02", "0:0"),
+        "23": ("PREEMPTED", "gpu03", "0:15"),
+        "24": ("NODE_FAIL", "gpu04", "1:0"),
+        "25": ("OUT_OF_MEMORY", "gpu05", "0:125"),
+        "26": ("CANCELLED", "", "0:0"),
+    }
     assert found["26"].reason == "Dependency" and found["21"].reason == ""
     assert all(s.terminal and not s.ok for s in found.values())
     # a job asked for with --duplicates: its newest run, the last line, wins
     requeued = _slurmctl.parse_sacct(
         "30|REQUEUED|None|gpu01|0:15\n30|COMPLETED|None|gpu02|0:0", ["30"]
     )
-    assert requeued["30"] == _slurmctl.JobState(job_id="30", state="COMPLETED", node="gpu02",
-                                                exit_code="0:0")  # fmt: skip
+    assert requeued["30"] == _slurmctl.JobState(
+        job_id="30", state="COMPLETED", node="gpu02", exit_code="0:0"
+    )
     assert _slurmctl.parse_sacct("garbage\n31|RUNNING|None\n", ["31"]) == {}
 
 
@@ -110,8 +117,10 @@ def test_an_ended_job_is_read_from_accounting_in_one_sacct_call(bin_dir: Path) -
     assert (found["22"].state, found["22"].node) == ("TIMEOUT", "gpu02")
     assert found["40"].state == "RUNNING"
     argv = (bin_dir / "sacct.argv").read_text()
-    assert argv == ("--noheader --parsable2 --allocations --jobs=21,22 "
-                    "--format=JobID,State,Reason,NodeList,ExitCode\n")  # fmt: skip
+    assert argv == (
+        "--noheader --parsable2 --allocations --jobs=21,22 "
+        "--format=JobID,State,Reason,NodeList,ExitCode\n"
+    )
     assert not (bin_dir / "scontrol.argv").exists()
 
 
@@ -132,7 +141,8 @@ def test_a_completed_job_keeps_no_pending_reason() -> None:
     """sacct keeps the reason a job last waited for (`116|COMPLETED|Dependency|vm|0:0`,
     as Slurm 22.05 printed it here): it says nothing of how the job ended."""
     found = _slurmctl.parse_sacct("116|COMPLETED|Dependency|vm|0:0\n", ["116"])
-    assert found["116"] == _slurmctl.JobState(job_id="116", state="COMPLETED", node="vm",
-                                              exit_code="0:0")  # fmt: skip
+    assert found["116"] == _slurmctl.JobState(
+        job_id="116", state="COMPLETED", node="vm", exit_code="0:0"
+    )
     failed = _slurmctl.parse_sacct("117|FAILED|NonZeroExitCode|vm|3:0\n", ["117"])
     assert failed["117"].reason == "NonZeroExitCode"

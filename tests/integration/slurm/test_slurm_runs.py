@@ -80,8 +80,14 @@ def env_for(work: Path) -> dict[str, str]:
 
 def start(root: Path, work: Path, *args: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "stackmatrix", "run", "spec.toml", *args]
-    return subprocess.Popen(argv, cwd=root, env=env_for(work), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    return subprocess.Popen(
+        argv,
+        cwd=root,
+        env=env_for(work),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
@@ -134,8 +140,12 @@ def processes_of(job_id: str) -> list[int]:
 
 
 def slurm_job(job_id: str) -> str:
-    return subprocess.run(["scontrol", "--oneliner", "show", "job", job_id],
-                          capture_output=True, text=True, timeout=30).stdout  # fmt: skip
+    return subprocess.run(
+        ["scontrol", "--oneliner", "show", "job", job_id],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -198,8 +208,14 @@ def test_every_job_of_the_run_is_in_accounting(
 
 
 def sacct(ids: list[str]) -> set[tuple[str, ...]]:
-    argv = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={','.join(ids)}",
-            "--format=JobID,State,NodeList,ExitCode"]  # fmt: skip
+    argv = [
+        "sacct",
+        "--noheader",
+        "--parsable2",
+        "--allocations",
+        f"--jobs={','.join(ids)}",
+        "--format=JobID,State,NodeList,ExitCode",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
     return {tuple(line.split("|")) for line in done.stdout.splitlines() if line}
 
@@ -211,8 +227,7 @@ def test_a_job_cancelled_mid_bench_is_recorded_and_its_launches_run_later(
     out = tmp_path / "run"
     proc = start(tmp_path, work, "--output", str(out))
     try:
-        wait_for("cycle 1's job to start a server",
-                 lambda: _server_running(out, 1), proc)  # fmt: skip
+        wait_for("cycle 1's job to start a server", lambda: _server_running(out, 1), proc)
         cancelled = job_of(out, 1)["job_id"]  # type: ignore[index]
         subprocess.run(["scancel", cancelled], check=True, timeout=30)
         rc, console = finish(proc)
@@ -248,8 +263,9 @@ def test_a_drained_node_then_a_stop_keeps_the_work_and_resume_completes(
     try:
         wait_for("cycle 1's job to run", lambda: _state(out, 1) == "RUNNING", proc)
         _scontrol_node(slurm_node, "DRAIN", "Reason=stackmatrix test drain")
-        wait_for("cycle 2's job to wait for the drained node",
-                 lambda: _waits_for_node(out, 2), proc)  # fmt: skip
+        wait_for(
+            "cycle 2's job to wait for the drained node", lambda: _waits_for_node(out, 2), proc
+        )
         proc.send_signal(signal.SIGTERM)
         rc, console = finish(proc)
     finally:
@@ -284,13 +300,13 @@ def _state(out: Path, block: int) -> str | None:
 
 def _waits_for_node(out: Path, block: int) -> bool:
     job = job_of(out, block)
-    return job is not None and job["state"] == "PENDING" and job["reason"] not in (
-        "", "Dependency")  # fmt: skip
+    return job is not None and job["state"] == "PENDING" and job["reason"] not in ("", "Dependency")
 
 
 def _scontrol_node(node: str, state: str, *more: str) -> None:
-    subprocess.run(["scontrol", "update", f"NodeName={node}", f"State={state}", *more],
-                   check=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        ["scontrol", "update", f"NodeName={node}", f"State={state}", *more], check=True, timeout=30
+    )
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -319,9 +335,14 @@ def test_a_partition_that_does_not_exist_fails_every_cell_with_slurms_word(
 def test_without_sbatch_the_run_says_what_is_missing(tmp_path: Path, work: Path) -> None:
     spec_in(tmp_path)
     env = {**env_for(work), "PATH": str(tmp_path / "empty")}
-    proc = subprocess.run([sys.executable, "-m", "stackmatrix", "run", "spec.toml"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "stackmatrix", "run", "spec.toml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 4, proc.stderr
     assert "'sbatch'" in proc.stderr and "--executor local" in proc.stderr
     assert not any(tmp_path.glob("reports/*/slurm"))
@@ -342,7 +363,10 @@ def test_a_requeued_job_does_not_run_a_launch_twice(
         _stop(proc)
     assert rc == 0, console
     assert [(j["block"], j["state"]) for j in jobs(out)] == [
-        (0, "COMPLETED"), (1, "COMPLETED"), (2, "COMPLETED")], console  # fmt: skip
+        (0, "COMPLETED"),
+        (1, "COMPLETED"),
+        (2, "COMPLETED"),
+    ], console
     block = json.loads((out / "slurm" / "block-1.json").read_text())
     assert (block["job_id"], block["restarts"]) == (requeued, "1")
     for cell in CELLS:

@@ -28,10 +28,16 @@ with open(os.environ["ARGV_OUT"], "w") as fh:
 
 
 def _command(root: Path) -> BlockCommand:
-    return BlockCommand(spec=root / f"spec {HOSTILE}.toml", run_dir=root / f"run {HOSTILE}",
-                        work_dir=root / f"work {HOSTILE}", block=2, order="balanced",
-                        order_seed=7, cells=(f"c{HOSTILE}", "-x"),
-                        backend="venv")  # fmt: skip
+    return BlockCommand(
+        spec=root / f"spec {HOSTILE}.toml",
+        run_dir=root / f"run {HOSTILE}",
+        work_dir=root / f"work {HOSTILE}",
+        block=2,
+        order="balanced",
+        order_seed=7,
+        cells=(f"c{HOSTILE}", "-x"),
+        backend="venv",
+    )
 
 
 def test_the_script_runs_exactly_the_commands_argv(tmp_path: Path) -> None:
@@ -55,8 +61,11 @@ def test_the_script_runs_exactly_the_commands_argv(tmp_path: Path) -> None:
 
 
 def test_a_container_runs_the_same_argv_through_srun(tmp_path: Path) -> None:
-    executor = Executor(kind="slurm", container_image="nvcr.io#nvidia/pytorch:24.01-py3",
-                        container_mounts=("/data:/data:ro",))  # fmt: skip
+    executor = Executor(
+        kind="slurm",
+        container_image="nvcr.io#nvidia/pytorch:24.01-py3",
+        container_mounts=("/data:/data:ro",),
+    )
     text = script_text(_command(tmp_path), executor, cwd=tmp_path, python="/py")
     last = text.strip().splitlines()[-1]
     assert last.startswith("exec srun --ntasks=1 '--container-image=nvcr.io#nvidia/")
@@ -64,16 +73,37 @@ def test_a_container_runs_the_same_argv_through_srun(tmp_path: Path) -> None:
 
 
 def test_sbatch_options_are_one_word_each_and_percent_is_escaped(tmp_path: Path) -> None:
-    executor = Executor(kind="slurm", partition="gpu", account="team-a", gpus=8, cpus=16,
-                        time_limit="02:00:00", constraint="h200&ib",
-                        nodelist="n[01-04]")  # fmt: skip
+    executor = Executor(
+        kind="slurm",
+        partition="gpu",
+        account="team-a",
+        gpus=8,
+        cpus=16,
+        time_limit="02:00:00",
+        constraint="h200&ib",
+        nodelist="n[01-04]",
+    )
     log_dir = tmp_path / "results 100%"
-    argv = sbatch_argv(executor, script=tmp_path / "s.sh", log_dir=log_dir, log_stem="cycle-1",
-                       job_name="stackmatrix-x-cycle-1", after="41")  # fmt: skip
+    argv = sbatch_argv(
+        executor,
+        script=tmp_path / "s.sh",
+        log_dir=log_dir,
+        log_stem="cycle-1",
+        job_name="stackmatrix-x-cycle-1",
+        after="41",
+    )
     assert argv[0] == "sbatch" and argv[-1] == str(tmp_path / "s.sh")
-    for option in ("--partition=gpu", "--account=team-a", "--gpus=8", "--cpus-per-task=16",
-                   "--time=02:00:00", "--constraint=h200&ib", "--nodelist=n[01-04]",
-                   "--dependency=afterany:41", "--requeue"):  # fmt: skip
+    for option in (
+        "--partition=gpu",
+        "--account=team-a",
+        "--gpus=8",
+        "--cpus-per-task=16",
+        "--time=02:00:00",
+        "--constraint=h200&ib",
+        "--nodelist=n[01-04]",
+        "--dependency=afterany:41",
+        "--requeue",
+    ):
         assert option in argv
     (output,) = [a for a in argv if a.startswith("--output=")]
     assert output == f"--output={tmp_path.resolve()}/results 100%%/cycle-1.%j.out"
@@ -105,8 +135,10 @@ def test_the_executor_table_is_read_and_local_is_the_default() -> None:
 
     base = 'name = "x"\n[[cell]]\nid = "a"\n'
     assert parse_spec(tomllib.loads(base)).executor == Executor()
-    raw = tomllib.loads(base + '[executor]\nkind = "slurm"\npartition = "gpu"\ngpus = 8\n'
-                        'time_limit = "1-00:00:00"\nnodelist = "n[01-02]"\n')  # fmt: skip
+    raw = tomllib.loads(
+        base + '[executor]\nkind = "slurm"\npartition = "gpu"\ngpus = 8\n'
+        'time_limit = "1-00:00:00"\nnodelist = "n[01-02]"\n'
+    )
     executor = parse_spec(raw).executor
     assert (executor.kind, executor.partition, executor.gpus) == ("slurm", "gpu", 8)
     assert (executor.time_limit, executor.nodelist) == ("1-00:00:00", "n[01-02]")

@@ -108,8 +108,9 @@ def test_a_server_that_does_not_answer_is_named_and_not_asked_again(monkeypatch)
 
 def _wl() -> workload.WorkloadSet:
     def r(i: int, warm: bool) -> workload.BenchRequest:
-        return workload.BenchRequest(index=i, prompt=f"p{i}", input_len=1, max_tokens=3,
-                                     arrival_s=0.0, warmup=warm)  # fmt: skip
+        return workload.BenchRequest(
+            index=i, prompt=f"p{i}", input_len=1, max_tokens=3, arrival_s=0.0, warmup=warm
+        )
 
     return workload.WorkloadSet(
         measured=tuple(r(i, False) for i in range(4)), warmup=tuple(r(i, True) for i in range(2))
@@ -123,16 +124,18 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     def run_round(requests: Sequence[workload.BenchRequest], opts: ClientOptions) -> RoundOutcome:
         seen.append("warm" if not opts.use_arrivals else "round")
-        records = [RequestRecord(index=r.index, ttft_s=0.03, e2e_s=0.05, output_tokens=3)
-                   for r in requests]  # fmt: skip
+        records = [
+            RequestRecord(index=r.index, ttft_s=0.03, e2e_s=0.05, output_tokens=3) for r in requests
+        ]
         return RoundOutcome(records=records, duration_s=1.0, t0=0.0, cpu_s=0.0)
 
     monkeypatch.setattr(_launch, "run_round", run_round)
     return seen
 
 
-def _rounds(tmp_path: Path, engine: str, flush: str | None, seen: list[str], **bench: Any
-            ) -> _launch._Rounds:  # fmt: skip
+def _rounds(
+    tmp_path: Path, engine: str, flush: str | None, seen: list[str], **bench: Any
+) -> _launch._Rounds:
     eng = get_engine(engine)
 
     def flush_cache(base_url: str) -> str | None:
@@ -142,8 +145,14 @@ def _rounds(tmp_path: Path, engine: str, flush: str | None, seen: list[str], **b
     eng.flush_cache = flush_cache  # type: ignore[method-assign]
     st = SimpleNamespace(cell_dir=RunDir(tmp_path).cell("a"))
     srv = SimpleNamespace(base_url="http://127.0.0.1:1", alive=lambda: True)
-    return _launch._Rounds(bench=Bench(model="m", **bench), engine=eng, st=st,  # type: ignore[arg-type]
-                           srv=srv, model="m", k=1)  # type: ignore[arg-type]  # fmt: skip
+    return _launch._Rounds(
+        bench=Bench(model="m", **bench),
+        engine=eng,
+        st=st,  # type: ignore[arg-type]
+        srv=srv,
+        model="m",
+        k=1,
+    )  # type: ignore[arg-type]
 
 
 def test_every_round_starts_from_an_emptied_cache_before_its_warmup(tmp_path, events):
@@ -172,8 +181,11 @@ def test_a_failed_flush_is_recorded_and_the_round_measured(tmp_path, events):
 
 
 def test_no_flush_when_off_or_where_there_is_nothing_of_ours_to_flush(tmp_path, events):
-    for engine, bench in (("sglang", {"flush_cache": False}), ("transformers", {}),
-                          ("external", {"url": "http://127.0.0.1:1"})):  # fmt: skip
+    for engine, bench in (
+        ("sglang", {"flush_cache": False}),
+        ("transformers", {}),
+        ("external", {"url": "http://127.0.0.1:1"}),
+    ):
         events.clear()
         out: list[RoundRecord] = []
         _rounds(tmp_path, engine, None, events, rounds=2, **bench).run(Workload(), _wl(), None, out)
@@ -220,8 +232,10 @@ def _round_on(handler: Any, prompts: Sequence[str]) -> RoundOutcome:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         opts = ClientOptions(base_url=f"http://127.0.0.1:{runner.addresses[0][1]}", model="m")
-        reqs = [workload.BenchRequest(index=i, prompt=p, input_len=10, max_tokens=1,
-                                      arrival_s=0.0) for i, p in enumerate(prompts)]  # fmt: skip
+        reqs = [
+            workload.BenchRequest(index=i, prompt=p, input_len=10, max_tokens=1, arrival_s=0.0)
+            for i, p in enumerate(prompts)
+        ]
         try:
             return await run_round_async(reqs, opts)
         finally:
@@ -245,8 +259,14 @@ def test_cached_tokens_are_recorded_where_the_server_reports_them():
 
 
 def _run_with(tmp_path: Path, cell: str, **round_extra: Any) -> Path:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     path = run / "cells" / cell / "bench.json"
     doc = json.loads(path.read_text())
     for launch in doc["data"]["launches"]:
@@ -287,8 +307,14 @@ def test_rounds_of_an_engine_with_a_cache_that_say_nothing_of_it_are_a_note(
 ) -> None:
     """Results of a version without `bench.flush_cache` (every SGLang example before it),
     or measured with it off: their rounds have no `prefix_cache`."""
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     for bench in (run / "cells").glob("*/bench.json"):
         doc = json.loads(bench.read_text())
         for launch in doc["data"]["launches"]:
@@ -297,5 +323,6 @@ def test_rounds_of_an_engine_with_a_cache_that_say_nothing_of_it_are_a_note(
         bench.write_text(json.dumps(doc))
     notes = [n for n in build_model(load_run(run)).notes if "prefix cache" in n]
     assert notes and all("without emptying sglang's prefix cache" in n for n in notes)
-    assert {n.split(":")[0] for n in notes} == {c.id for c in story_cells()
-                                               if c.build_status.value == "ok"}  # fmt: skip
+    assert {n.split(":")[0] for n in notes} == {
+        c.id for c in story_cells() if c.build_status.value == "ok"
+    }

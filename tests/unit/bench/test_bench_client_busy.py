@@ -24,8 +24,13 @@ def _state(
         launch["points"] = {"c32": {"rounds": recs}}
     cell_dir = CellDir(tmp_path, "a")
     run = PhaseRun.begin(cell_dir, "bench", "h")
-    return _cell.CellState(cell_id="a", cell_dir=cell_dir, run=run,
-                           environment=None, launches=[LaunchRecord.from_dict(launch)])  # fmt: skip
+    return _cell.CellState(
+        cell_id="a",
+        cell_dir=cell_dir,
+        run=run,
+        environment=None,
+        launches=[LaunchRecord.from_dict(launch)],
+    )
 
 
 def test_a_busy_client_is_a_finding(tmp_path: Path) -> None:
@@ -55,8 +60,9 @@ def test_a_busy_worker_is_named_among_calm_ones(tmp_path: Path) -> None:
 
 
 def test_each_workers_share_is_kept_and_the_busiest_is_the_figure() -> None:
-    outcome = RoundOutcome(records=[], duration_s=10.0, t0=0.0, cpu_s=9.0,
-                           worker_cpu_s=(2.0, 6.0, 1.0))  # fmt: skip
+    outcome = RoundOutcome(
+        records=[], duration_s=10.0, t0=0.0, cpu_s=9.0, worker_cpu_s=(2.0, 6.0, 1.0)
+    )
     figures: dict[str, float | None] = {}
     entry = _launch.client_cpu(outcome, figures)
     assert figures["client_cpu_share"] == 0.6

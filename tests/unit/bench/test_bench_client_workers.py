@@ -90,10 +90,11 @@ def server() -> Iterator[tuple[str, Seen]]:
 
 def _reqs(n: int, gap_s: float = 0.0) -> list[BenchRequest]:
     return [
-        BenchRequest(index=i, prompt=f"{i} words", input_len=2, max_tokens=4 + i % 3,
-                     arrival_s=i * gap_s)
+        BenchRequest(
+            index=i, prompt=f"{i} words", input_len=2, max_tokens=4 + i % 3, arrival_s=i * gap_s
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def _check_merged(outcome: RoundOutcome, n: int, workers: int) -> None:

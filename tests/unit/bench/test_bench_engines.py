@@ -10,9 +10,18 @@ def test_launch_argv_per_engine():
     py = ("/env/bin/python",)
     tf = get_engine("transformers").launch_argv(py, "/m", "127.0.0.1", 9, ["--device", "cpu"])
     assert tf == [
-        "/env/bin/python", "-m", "transformers.cli.transformers", "serve", "/m",
-        "--host", "127.0.0.1", "--port", "9", "--device", "cpu",
-    ]  # fmt: skip
+        "/env/bin/python",
+        "-m",
+        "transformers.cli.transformers",
+        "serve",
+        "/m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9",
+        "--device",
+        "cpu",
+    ]
     sg = get_engine("sglang").launch_argv(py, "/m", "127.0.0.1", 9, ["--tp", "8"])
     assert sg[:3] == ["/env/bin/python", "-m", "sglang.launch_server"]
     assert sg[3:5] == ["--model-path", "/m"] and sg[-2:] == ["--tp", "8"]
@@ -33,12 +42,23 @@ def test_engine_facts():
 
 def test_args_to_flat():
     flat = args_to_flat(
-        ["--attn-implementation", "sdpa", "--no-compile", "--continuous-batching",
-         "--tp=8", "--port", "1234", "positional"]
-    )  # fmt: skip
+        [
+            "--attn-implementation",
+            "sdpa",
+            "--no-compile",
+            "--continuous-batching",
+            "--tp=8",
+            "--port",
+            "1234",
+            "positional",
+        ]
+    )
     assert flat == {
-        "attn_implementation": "sdpa", "compile": False, "continuous_batching": True, "tp": "8"
-    }  # fmt: skip
+        "attn_implementation": "sdpa",
+        "compile": False,
+        "continuous_batching": True,
+        "tp": "8",
+    }
 
 
 def test_flatten_nests_and_drops_launch_specific_keys():

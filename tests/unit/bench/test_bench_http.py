@@ -237,8 +237,9 @@ def test_a_body_over_the_bound_is_refused_unread(raw_server: StartRaw, head: byt
 
 def test_a_chunked_body_over_the_bound_is_refused(raw_server: StartRaw) -> None:
     chunk = b"100000\r\n" + bytes(1 << 20) + b"\r\n"
-    server = raw_server(sends(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                              + chunk * 3 + b"0\r\n\r\n"))  # fmt: skip
+    server = raw_server(
+        sends(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk * 3 + b"0\r\n\r\n")
+    )
     assert _http.get(server.url + "/", max_bytes=2 << 20) == (0, b"")
     assert _http.get(server.url + "/", max_bytes=3 << 20) == (200, bytes(3 << 20))
 

@@ -104,9 +104,17 @@ def _forged(tmp_path: Path, proc: subprocess.Popen[bytes], **fields: object) -> 
     path = _log(tmp_path).with_name("server-L1.live.json")
     stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
     boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    data = {"schema_version": 2, "pgid": proc.pid, "port": 18123, "backend": "venv",
-            "container": None, "start_time": int(stat[19]), "boot_id": boot_id,
-            "log": "server-L1.log", **fields}  # fmt: skip
+    data = {
+        "schema_version": 2,
+        "pgid": proc.pid,
+        "port": 18123,
+        "backend": "venv",
+        "container": None,
+        "start_time": int(stat[19]),
+        "boot_id": boot_id,
+        "log": "server-L1.log",
+        **fields,
+    }
     path.write_text(json.dumps(data))
 
 

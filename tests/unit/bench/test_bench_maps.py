@@ -13,14 +13,16 @@ from stackmatrix.report.mapped import _unmapped
 
 
 def test_only_shared_object_paths_are_kept() -> None:
-    maps = "\n".join([
-        "7f00-7f01 r-xp 00000000 08:01 123 /usr/lib/x86_64-linux-gnu/libc.so.6",
-        "7f01-7f02 r--p 00000000 08:01 124 /v/site-packages/sgl_kernel/common_ops.abi3.so",
-        "7f02-7f03 r--p 00000000 08:01 125 /v/lib/python3.12/site-packages/x.so (deleted)",
-        "7f03-7f04 rw-p 00000000 00:00 0 [heap]",
-        "7f04-7f05 r--p 00000000 08:01 126 /usr/bin/python3.12",
-        "7f05-7f06 r--p 00000000 08:01 127 /tmp/some file.so",
-    ])  # fmt: skip
+    maps = "\n".join(
+        [
+            "7f00-7f01 r-xp 00000000 08:01 123 /usr/lib/x86_64-linux-gnu/libc.so.6",
+            "7f01-7f02 r--p 00000000 08:01 124 /v/site-packages/sgl_kernel/common_ops.abi3.so",
+            "7f02-7f03 r--p 00000000 08:01 125 /v/lib/python3.12/site-packages/x.so (deleted)",
+            "7f03-7f04 rw-p 00000000 00:00 0 [heap]",
+            "7f04-7f05 r--p 00000000 08:01 126 /usr/bin/python3.12",
+            "7f05-7f06 r--p 00000000 08:01 127 /tmp/some file.so",
+        ]
+    )
     assert shared_objects(maps) == {
         "/usr/lib/x86_64-linux-gnu/libc.so.6",
         "/v/site-packages/sgl_kernel/common_ops.abi3.so",
@@ -48,7 +50,6 @@ def test_a_process_group_of_our_own_is_read_across_its_processes() -> None:
 
 def test_findings_on_files_the_server_never_mapped_are_named() -> None:
     so = "/v/site-packages/torchaudio/lib/_torchaudio.so"
-    f = Finding(code="SM-ELF-UNREADABLE", severity=Severity.WARN, cell="c", subject=so,
-                message="m")  # fmt: skip
+    f = Finding(code="SM-ELF-UNREADABLE", severity=Severity.WARN, cell="c", subject=so, message="m")
     assert _unmapped((f,), {"sgl_kernel/common_ops.abi3.so"}) == ("torchaudio/lib/_torchaudio.so",)
     assert _unmapped((f,), {"torchaudio/lib/_torchaudio.so"}) == ()

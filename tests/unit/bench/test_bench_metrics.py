@@ -9,14 +9,26 @@ from stackmatrix.bench.metrics import cell_summary, launch_summary, percentile, 
 
 
 def _rec(
-    i: int, ttft: float, gaps: list[float], tokens: int, *, wait: float = 0.0,
+    i: int,
+    ttft: float,
+    gaps: list[float],
+    tokens: int,
+    *,
+    wait: float = 0.0,
     error: str | None = None,
-) -> RequestRecord:  # fmt: skip
+) -> RequestRecord:
     e2e = ttft + sum(gaps)
     return RequestRecord(
-        index=i, ttft_s=ttft, itl_s=list(gaps), e2e_s=e2e, output_tokens=tokens,
-        output_tokens_source="usage", queue_wait_s=wait, error=error, prompt_tokens=10,
-    )  # fmt: skip
+        index=i,
+        ttft_s=ttft,
+        itl_s=list(gaps),
+        e2e_s=e2e,
+        output_tokens=tokens,
+        output_tokens_source="usage",
+        queue_wait_s=wait,
+        error=error,
+        prompt_tokens=10,
+    )
 
 
 def test_percentile_interpolates_like_numpy():

@@ -17,18 +17,27 @@ ENV = Environment(backend="venv", python=("/nowhere/python",))
 
 def _spec(engine: Any = "transformers", **bench: Any) -> Spec:
     return Spec(
-        name="s", path="", baseline="a", cells=(Cell(id="a"), Cell(id="b", gpus=1)),
+        name="s",
+        path="",
+        baseline="a",
+        cells=(Cell(id="a"), Cell(id="b", gpus=1)),
         bench=Bench(engine=engine, model="m", **bench),
-    )  # fmt: skip
+    )
 
 
 def _check(
     run: RunDir, cid: str, *, verdict: str | None = None, findings: tuple[Finding, ...] = ()
 ) -> None:
     run.cell(cid).write(
-        PhaseResult(phase="check", cell=cid, status=Status.OK, inputs_hash="x",
-                    data={"verdict": verdict} if verdict else {}, findings=list(findings))
-    )  # fmt: skip
+        PhaseResult(
+            phase="check",
+            cell=cid,
+            status=Status.OK,
+            inputs_hash="x",
+            data={"verdict": verdict} if verdict else {},
+            findings=list(findings),
+        )
+    )
 
 
 def _skip(
@@ -85,8 +94,9 @@ def test_skipped_cells_are_written_and_nothing_launches(tmp_path, monkeypatch):
         _spec("sglang"), run, ["a", "b"], environments={"a": ENV, "b": ENV}, order="interleaved"
     )
     assert {c: (r.status, r.code) for c, r in results.items()} == {
-        "a": (Status.SKIPPED, "no_gpu"), "b": (Status.SKIPPED, "no_gpu")
-    }  # fmt: skip
+        "a": (Status.SKIPPED, "no_gpu"),
+        "b": (Status.SKIPPED, "no_gpu"),
+    }
     written = run.cell("a").read("bench")
     assert written is not None and written.status is Status.SKIPPED
     assert (run.path / "workload.jsonl").is_file()

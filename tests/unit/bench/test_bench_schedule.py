@@ -11,14 +11,20 @@ PENDING = {"A": [1, 2, 3], "B": [1, 2, 3], "C": [1, 2, 3]}
 
 def test_interleaved():
     assert schedule(PENDING, ["A", "B", "C"], "interleaved")[:4] == [
-        ("A", 1), ("B", 1), ("C", 1), ("A", 2)
-    ]  # fmt: skip
+        ("A", 1),
+        ("B", 1),
+        ("C", 1),
+        ("A", 2),
+    ]
 
 
 def test_sequential():
     assert schedule(PENDING, ["A", "B", "C"], "sequential")[:4] == [
-        ("A", 1), ("A", 2), ("A", 3), ("B", 1)
-    ]  # fmt: skip
+        ("A", 1),
+        ("A", 2),
+        ("A", 3),
+        ("B", 1),
+    ]
 
 
 def test_random_is_balanced_blocks_and_reproducible():

@@ -31,9 +31,14 @@ def _launch(tmp_path: Path) -> str:
         env={"MY_SERVICE_TOKEN": ENV_SECRET},
     )
     log = tmp_path / "server-L1.log"
-    starting = server.launch(engine=get_engine("transformers"), environment=env, model="m",
-                             args=["--api-key", API_KEY], log_path=log,
-                             ready_timeout_s=30.0)  # fmt: skip
+    starting = server.launch(
+        engine=get_engine("transformers"),
+        environment=env,
+        model="m",
+        args=["--api-key", API_KEY],
+        log_path=log,
+        ready_timeout_s=30.0,
+    )
     with pytest.raises(server.ServerFailed) as caught, starting:
         pytest.fail("the server cannot be ready: it exited")
     return caught.value.message

@@ -21,8 +21,9 @@ from stackmatrix.results import RunDir
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 
 
-def req(ttft: float, tpot: float | None = 0.01, tokens: int = 11, error: str | None = None
-        ) -> RequestRecord:  # fmt: skip
+def req(
+    ttft: float, tpot: float | None = 0.01, tokens: int = 11, error: str | None = None
+) -> RequestRecord:
     """A request with this TTFT and TPOT (seconds); tpot None: a 1-token output."""
     if tpot is None:
         return RequestRecord(index=0, ttft_s=ttft, e2e_s=ttft, output_tokens=1, error=error)
@@ -99,10 +100,14 @@ def test_the_log_says_what_was_discarded_and_why():
     d = cast(Any, log.to_dict())
     assert d["steady"] is True and d["steady_after"] == 2
     assert d["batches"][0] == {
-        "requests": 2, "errors": 0, "tpot_median_ms": 10.0, "ttft_median_ms": 30.0,
-        "ttft_max_ms": 640.0, "steady": False,
+        "requests": 2,
+        "errors": 0,
+        "tpot_median_ms": 10.0,
+        "ttft_median_ms": 30.0,
+        "ttft_max_ms": 640.0,
+        "steady": False,
         "reason": "first batch: nothing to compare it with",
-    }  # fmt: skip
+    }
     never = SteadyLog(max_batches=1, tolerance=0.05, batches=log.batches[:1]).to_dict()
     assert never["steady"] is False and "steady_after" not in never
 
@@ -114,15 +119,20 @@ def _rounds(tmp_path: Any, **bench: Any) -> _launch._Rounds:
     st = SimpleNamespace(cell_dir=RunDir(tmp_path).cell("a"))
     srv = SimpleNamespace(base_url="http://127.0.0.1:1", alive=lambda: True)
     return _launch._Rounds(
-        bench=Bench(model="m", **bench), engine=get_engine("transformers"),
-        st=st, srv=srv, model="m", k=1,  # type: ignore[arg-type]
-    )  # fmt: skip
+        bench=Bench(model="m", **bench),
+        engine=get_engine("transformers"),
+        st=st,
+        srv=srv,
+        model="m",
+        k=1,  # type: ignore[arg-type]
+    )
 
 
 def _wl(warmup: int = 2, measured: int = 6) -> workload.WorkloadSet:
     def r(i: int, warm: bool) -> workload.BenchRequest:
-        return workload.BenchRequest(index=i, prompt="p", input_len=1, max_tokens=11,
-                                     arrival_s=0.0, warmup=warm)  # fmt: skip
+        return workload.BenchRequest(
+            index=i, prompt="p", input_len=1, max_tokens=11, arrival_s=0.0, warmup=warm
+        )
 
     return workload.WorkloadSet(
         measured=tuple(r(i, False) for i in range(measured)),
@@ -190,9 +200,11 @@ def test_new_keys_hash_as_before_at_their_defaults():
     env = Environment(backend="venv", python=("/nowhere/python",))
     h = inputs_hash(spec, spec.bench, "a", env, "w")
     changes = (
-        {"steady_warmup": False}, {"warmup_max_batches": 3},
-        {"steady_tolerance": 0.1}, {"min_duration_s": 30.0},
-    )  # fmt: skip
+        {"steady_warmup": False},
+        {"warmup_max_batches": 3},
+        {"steady_tolerance": 0.1},
+        {"min_duration_s": 30.0},
+    )
     for change in changes:
         other = dataclasses.replace(spec.bench, **change)
         assert inputs_hash(spec, other, "a", env, "w") != h, change

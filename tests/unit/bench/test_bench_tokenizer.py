@@ -43,8 +43,10 @@ def test_every_prompt_has_exactly_its_length(tmp_path, bos):
     by_words = workload.generate(WL)
     for fitted, words in zip(ws.measured, by_words.measured, strict=True):
         assert (fitted.input_len, fitted.max_tokens, fitted.arrival_s) == (
-            words.input_len, words.max_tokens, words.arrival_s
-        )  # fmt: skip
+            words.input_len,
+            words.max_tokens,
+            words.arrival_s,
+        )
         assert fitted.prompt.split()[0] == words.prompt.split()[0]
 
 

@@ -66,14 +66,18 @@ def test_write_read_round_trip_and_hash(tmp_path):
 
 def test_jsonl_prompt_file(tmp_path):
     (tmp_path / "p.jsonl").write_text(
-        json.dumps({"prompt": "hello there world"}) + "\n"
-        + json.dumps({"prompt": "second", "output_len": 5}) + "\n"
-    )  # fmt: skip
+        json.dumps({"prompt": "hello there world"})
+        + "\n"
+        + json.dumps({"prompt": "second", "output_len": 5})
+        + "\n"
+    )
     wl = Workload(kind="file", path="p.jsonl", num_prompts=3, output_len=9)
     reqs = workload.generate(wl, spec_dir=tmp_path).measured
     assert [(r.prompt, r.max_tokens) for r in reqs] == [
-        ("hello there world", 9), ("second", 5), ("hello there world", 9)
-    ]  # fmt: skip
+        ("hello there world", 9),
+        ("second", 5),
+        ("hello there world", 9),
+    ]
 
 
 def test_sharegpt_file(tmp_path):

@@ -51,8 +51,10 @@ def test_an_extension_of_another_major_names_its_wheel_and_libraries(tmp_path: P
 
 def test_no_declared_cuda_judges_nothing(tmp_path: Path) -> None:
     inv = _inventory(tmp_path, {"vllm": ("0.20.2", [])})
-    assert cudamajor.cell_cuda_findings([_ext("v/_C.so", "vllm", "libcudart.so.13")], inv,
-                                        None, "c") == []  # fmt: skip
+    assert (
+        cudamajor.cell_cuda_findings([_ext("v/_C.so", "vllm", "libcudart.so.13")], inv, None, "c")
+        == []
+    )
 
 
 def test_torch_of_another_major_is_named_once(tmp_path: Path) -> None:

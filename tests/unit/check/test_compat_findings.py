@@ -77,9 +77,17 @@ def test_symbols_undefined_abi_and_versions() -> None:
 
 def _entry(kind: Any, sm: int) -> FatbinEntry:
     return FatbinEntry(
-        kind=kind, sm=sm, variant="", flags=0, header_size=0, size=0, compressed=False,
-        compression=None, uncompressed_size=0, raw_kind=0,
-    )  # fmt: skip
+        kind=kind,
+        sm=sm,
+        variant="",
+        flags=0,
+        header_size=0,
+        size=0,
+        compressed=False,
+        compression=None,
+        uncompressed_size=0,
+        raw_kind=0,
+    )
 
 
 def test_coverage_per_target() -> None:
@@ -117,13 +125,16 @@ def test_driver_check_without_a_runtime() -> None:
 def test_probe_check(monkeypatch: pytest.MonkeyPatch) -> None:
     result = {
         "imports": {
-            "a": {"installed": True, "ok": False, "error": {"message": "libcuda.so.1: cannot "
-                  "open shared object file"}},
+            "a": {
+                "installed": True,
+                "ok": False,
+                "error": {"message": "libcuda.so.1: cannot open shared object file"},
+            },
             "b": {"installed": True, "ok": False, "error": {"type": "E", "message": "bad"}},
             "c": {"installed": False},
         },
         "gpu": {"cuda_available": False, "reason": "no device"},
-    }  # fmt: skip
+    }
     monkeypatch.setattr(probe, "run_probe", lambda *a, **k: result)
     data, found = probe.probe_check(["py"], None, {}, "c")
     assert data == result

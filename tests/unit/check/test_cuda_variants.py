@@ -55,9 +55,14 @@ def _check(tmp_path: Path, extension: str) -> list[tuple[str, Severity]]:
         backend="docker", python=("python3",), site_packages=(site,), root=root, image="i:1"
     )
     outcome = check_environment(
-        env, cell_id="cu130", targets=["sm_90"], cuda="13.0", declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        env,
+        cell_id="cu130",
+        targets=["sm_90"],
+        cuda="13.0",
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     return [(f.code, f.severity) for f in outcome.findings if f.code.startswith("SM-")]
 
 

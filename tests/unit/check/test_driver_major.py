@@ -55,13 +55,20 @@ def _site(tmp_path: Path, major: int, torch: str | None = None) -> Path:
 
 def _check(site: Path, driver: str, cuda: str | None = None) -> CheckOutcome:
     env = Environment(
-        backend="venv", python=(sys.executable, "-S"), site_packages=(site,),
+        backend="venv",
+        python=(sys.executable, "-S"),
+        site_packages=(site,),
         env={"PYTHONPATH": str(site)},
-    )  # fmt: skip
+    )
     return check_environment(
-        env, cell_id="c", targets=["sm_90"], cuda=cuda, declared_driver=driver,
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        env,
+        cell_id="c",
+        targets=["sm_90"],
+        cuda=cuda,
+        declared_driver=driver,
+        log_path=None,
+        run_probe=False,
+    )
 
 
 def _major_findings(outcome: CheckOutcome) -> list[Finding]:

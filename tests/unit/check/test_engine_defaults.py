@@ -45,8 +45,14 @@ def _predict(
     tmp_path: Path, args: list[str], targets: list[str], mla: bool = True
 ) -> list[Finding]:
     model = _kimi_like(tmp_path / "model", mla=mla)
-    return predictions(engine="sglang", server_args=args, kinds=model_kinds(str(model)),
-                       targets=targets, findings=_no_fa3(tmp_path / "site"), cell="c")  # fmt: skip
+    return predictions(
+        engine="sglang",
+        server_args=args,
+        kinds=model_kinds(str(model)),
+        targets=targets,
+        findings=_no_fa3(tmp_path / "site"),
+        cell="c",
+    )
 
 
 def test_the_fa3_default_without_flash_ops_is_refused(tmp_path: Path) -> None:
@@ -121,6 +127,7 @@ def test_the_verdict_line_names_the_exception_and_what_predicted_it(tmp_path: Pa
     text = failure_text(tail.split("\n", 1)[0], tail, [found])
     assert "(ImportError: Can not import FA3" in text
     assert text.endswith("the check predicted it: SM-DEFAULT-UNAVAILABLE")
-    refused = failure_text("the check phase found the cell incompatible", "", [found],
-                           code="incompatible")  # fmt: skip
+    refused = failure_text(
+        "the check phase found the cell incompatible", "", [found], code="incompatible"
+    )
     assert "SM-DEFAULT-UNAVAILABLE: the cell does not pass --attention-backend" in refused

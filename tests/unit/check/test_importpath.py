@@ -12,8 +12,9 @@ from stackmatrix.check.importpath import import_path, select
 def test_a_directory_without_its_interpreter_keeps_its_declared_site(tmp_path: Path) -> None:
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
-    env = Environment(backend="venv", python=(str(tmp_path / "venv" / "bin" / "python"),),
-                      site_packages=(site,))  # fmt: skip
+    env = Environment(
+        backend="venv", python=(str(tmp_path / "venv" / "bin" / "python"),), site_packages=(site,)
+    )
     assert import_path(env) == (site,)
 
 
@@ -24,8 +25,19 @@ def test_select_keeps_site_dirs_and_overlays_not_the_stdlib(tmp_path: Path) -> N
     overlay = tmp_path / "overlay"
     for d in (site, dynload, overlay):
         d.mkdir(parents=True)
-    got = select(["", str(std), str(dynload), str(site), str(overlay), "rel/path",
-                  str(tmp_path / "missing"), str(site)], [str(std)])  # fmt: skip
+    got = select(
+        [
+            "",
+            str(std),
+            str(dynload),
+            str(site),
+            str(overlay),
+            "rel/path",
+            str(tmp_path / "missing"),
+            str(site),
+        ],
+        [str(std)],
+    )
     assert got == [site, overlay]
 
 

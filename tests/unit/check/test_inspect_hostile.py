@@ -28,8 +28,9 @@ _SH = struct.Struct("<IIQQQQIIQQ")
 
 def _fatbin(arch: int = 90) -> bytes:
     payload = b"x" * 16
-    entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, arch,
-                        0, 0, 0x11, 0, len(payload))  # fmt: skip
+    entry = struct.pack(
+        "<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, arch, 0, 0, 0x11, 0, len(payload)
+    )
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entry + payload)) + entry + payload
 
 
@@ -50,8 +51,15 @@ def elf(fatbin: bytes | None = None) -> bytes:
         body += blob + b"\0" * (-len(blob) % 8)
     shoff = 64 + len(body)
     # (name offset in shstr, type, link, info, entsize) per section after the null one
-    meta = [(1, 3, 0, 0, 0), (11, 3, 0, 0, 0), (19, 6, 2, 0, 16), (28, 11, 2, 1, 24),
-            (36, 1, 0, 0, 0), (47, 0x6FFFFFFF, 4, 0, 2), (60, 0x6FFFFFFE, 2, 1, 0)]  # fmt: skip
+    meta = [
+        (1, 3, 0, 0, 0),
+        (11, 3, 0, 0, 0),
+        (19, 6, 2, 0, 16),
+        (28, 11, 2, 1, 24),
+        (36, 1, 0, 0, 0),
+        (47, 0x6FFFFFFF, 4, 0, 2),
+        (60, 0x6FFFFFFE, 2, 1, 0),
+    ]
     headers = b"\0" * _SH.size + b"".join(
         _SH.pack(n, t, 0, 0, off, len(blob), link, info, 8, ent)
         for (n, t, link, info, ent), off, blob in zip(meta, offsets, blobs, strict=True)
@@ -230,8 +238,9 @@ def test_nothing_judged_in_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 # --- property: any mutation of an ELF's headers and tables ---------------------------------
 
-_HEADER_FIELDS = st.sampled_from([(f, o) for o in range(16, 64, 2) for f in ("<H",)]
-                                 + [("<Q", 24), ("<Q", 32), ("<Q", 40)])  # fmt: skip
+_HEADER_FIELDS = st.sampled_from(
+    [(f, o) for o in range(16, 64, 2) for f in ("<H",)] + [("<Q", 24), ("<Q", 32), ("<Q", 40)]
+)
 _BIG = st.one_of(
     st.integers(0, 300), st.sampled_from([2**16 - 1, 2**31, 2**32 - 1, 2**63, 2**64 - 1])
 )

@@ -148,8 +148,12 @@ print(before, "logging" in sys.modules)
 
 @pytest.mark.parametrize("verbose", [True, False])
 def test_logging_is_set_up_by_the_first_message(verbose: bool) -> None:
-    out = subprocess.run([sys.executable, "-c", _LOG, "-v" if verbose else "-q"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _LOG, "-v" if verbose else "-q"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.split() == ["False", "True"]
     assert "INFO stackmatrix.check.symbols: c++filt not found" in out.stderr
     debug = "DEBUG stackmatrix.check.libs: skipping libx.so"

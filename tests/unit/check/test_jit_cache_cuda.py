@@ -83,9 +83,14 @@ def test_a_cache_compiled_by_cuda_12_fails_a_cuda_13_cell(
     _module(cache, "0.6.4/90/cached_ops/norm/norm.so", 13, runtimes)
     _module(cache, "0.6.3/90/cached_ops/old/old.so", 12, runtimes)  # another flashinfer's
     outcome = check_environment(
-        _env(site), cell_id="cu130", targets=[], cuda="13.0", declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        _env(site),
+        cell_id="cu130",
+        targets=[],
+        cuda="13.0",
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     (found,) = [f for f in outcome.findings if f.code == "SM-JIT-CACHE-CUDA"]
     assert found.severity is Severity.FAIL and outcome.verdict == "incompatible"
     assert found.subject == str(cache)
@@ -172,8 +177,16 @@ def test_a_current_cell_uses_the_home_cache_and_a_venv_its_own(
     assert jitcuda.cache_dir(venv) == prefix / "jit-cache" / ".cache" / "flashinfer"
     monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "mine"))
     assert jitcuda.cache_dir(venv) == tmp_path / "mine" / ".cache" / "flashinfer"
-    image = Environment(backend="docker", python=("python3",), root=tmp_path / "rootfs",
-                        env={"FLASHINFER_WORKSPACE_BASE": "/ws"})  # fmt: skip
+    image = Environment(
+        backend="docker",
+        python=("python3",),
+        root=tmp_path / "rootfs",
+        env={"FLASHINFER_WORKSPACE_BASE": "/ws"},
+    )
     assert jitcuda.cache_dir(image) == tmp_path / "rootfs" / "ws" / ".cache" / "flashinfer"
-    assert jitcuda.cache_dir(Environment(backend="docker", python=("python3",),
-                                         root=tmp_path / "rootfs")) is None  # fmt: skip
+    assert (
+        jitcuda.cache_dir(
+            Environment(backend="docker", python=("python3",), root=tmp_path / "rootfs")
+        )
+        is None
+    )

@@ -18,17 +18,26 @@ SITE = "/venv/lib/python3.12/site-packages"
 
 def _findings() -> tuple[Finding, ...]:
     undefined = Finding(
-        "SM-SYM-UNDEFINED", Severity.FAIL, "torchao/_C.abi3.so uses 2 symbols ...",
-        subject="torchao/_C.abi3.so", details={"groups": []},
-    )  # fmt: skip
+        "SM-SYM-UNDEFINED",
+        Severity.FAIL,
+        "torchao/_C.abi3.so uses 2 symbols ...",
+        subject="torchao/_C.abi3.so",
+        details={"groups": []},
+    )
     abi = Finding(
-        "SM-CXX-ABI", Severity.FAIL, "abi", subject="sgl_kernel/common_ops.abi3.so",
+        "SM-CXX-ABI",
+        Severity.FAIL,
+        "abi",
+        subject="sgl_kernel/common_ops.abi3.so",
         details={"extension": False, "torch": True},
-    )  # fmt: skip
+    )
     absent = Finding(
-        "SM-FEATURE-ABSENT", Severity.WARN, "no FA3", subject="sglang-kernel 0.4.10",
+        "SM-FEATURE-ABSENT",
+        Severity.WARN,
+        "no FA3",
+        subject="sglang-kernel 0.4.10",
         details={"file": "sgl_kernel/flash_ops.abi3.so"},
-    )  # fmt: skip
+    )
     unreadable = Finding(
         "SM-ELF-UNREADABLE", Severity.WARN, "cannot read", subject=f"{SITE}/top_ext.so"
     )
@@ -46,9 +55,13 @@ def test_each_file_the_report_names_is_one_mark_latent_would_mark() -> None:
     findings = _findings()
     files = [relevance.finding_file(f) for f in findings]
     assert files == [
-        "torchao/_C.abi3.so", "sgl_kernel/common_ops.abi3.so", None, f"{SITE}/top_ext.so",
-        None, None,
-    ]  # fmt: skip
+        "torchao/_C.abi3.so",
+        "sgl_kernel/common_ops.abi3.so",
+        None,
+        f"{SITE}/top_ext.so",
+        None,
+        None,
+    ]
     latent = {
         "torchao/_C.abi3.so": Path(f"{SITE}/torchao/_C.abi3.so"),
         "top_ext.so": Path(f"{SITE}/top_ext.so"),

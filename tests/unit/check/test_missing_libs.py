@@ -82,9 +82,15 @@ def _image(tmp_path: Path, *, with_numa: bool) -> tuple[Path, Path]:
 
 def _static(root: Path, site: Path, userland: missinglibs.Userland) -> CheckOutcome:
     return static_check(
-        [site], read_inventory([site]), libs.search_context(root, [site]), cell_id="cu128",
-        targets=[], resolve=True, host_has_driver=False, userland=userland,
-    )  # fmt: skip
+        [site],
+        read_inventory([site]),
+        libs.search_context(root, [site]),
+        cell_id="cu128",
+        targets=[],
+        resolve=True,
+        host_has_driver=False,
+        userland=userland,
+    )
 
 
 def _codes(outcome: CheckOutcome) -> list[tuple[str, Severity]]:
@@ -172,14 +178,24 @@ def test_a_system_library_keeps_its_meaning_even_where_a_wheel_rpath_points(
 
 def test_a_docker_cell_is_judged_as_its_images_userland(tmp_path: Path) -> None:
     root, site = _image(tmp_path, with_numa=False)
-    env = Environment(backend="docker", python=("python3",), site_packages=(site,), root=root,
-                      image="stackmatrix/cu128:0")  # fmt: skip
+    env = Environment(
+        backend="docker",
+        python=("python3",),
+        site_packages=(site,),
+        root=root,
+        image="stackmatrix/cu128:0",
+    )
     assert userland_of(env) == "image"
     assert userland_of(Environment(backend="venv", python=("python3",))) == "host"
     outcome = check_environment(
-        env, cell_id="cu128", targets=[], cuda=None, declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        env,
+        cell_id="cu128",
+        targets=[],
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     assert outcome.verdict == "incompatible"
     assert [f.code for f in outcome.findings if f.severity is Severity.FAIL] == [
         "SM-LIB-IMAGE-MISSING"
@@ -221,5 +237,7 @@ def test_the_cuda_templates_image_serves_and_without_libnuma1_it_does_not(
     assert outcome.verdict == "incompatible"
     (finding,) = outcome.findings
     assert (finding.code, finding.details["library"], finding.details["package"]) == (
-        "SM-LIB-IMAGE-MISSING", "libnuma.so.1", "libnuma1",
-    )  # fmt: skip
+        "SM-LIB-IMAGE-MISSING",
+        "libnuma.so.1",
+        "libnuma1",
+    )

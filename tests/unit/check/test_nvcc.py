@@ -187,9 +187,14 @@ def test_the_check_phase_reports_it(tmp_path: Path) -> None:
         backend="docker", python=("python3",), site_packages=(site,), root=root, image="i:1"
     )
     outcome = check_environment(
-        env, cell_id="trap", targets=["sm_90"], cuda="13.0", declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        env,
+        cell_id="trap",
+        targets=["sm_90"],
+        cuda="13.0",
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     assert "SM-NVCC-CUDA-MISMATCH" in [f.code for f in outcome.findings]
     assert outcome.verdict == "incompatible"
     assert outcome.data["nvcc"]["found"]["version"] == "12.8.93"

@@ -49,11 +49,19 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _check(site: Path, env: dict[str, str], targets: list[str]) -> list[tuple[str, str]]:
     environment = Environment(backend="venv", python=("python3",), site_packages=(site,), env=env)
     outcome = check_environment(
-        environment, cell_id="c", targets=targets, cuda=None, declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
-    return [(f.code, f.details.get("target", "")) for f in outcome.findings
-            if f.code == "SM-NVCC-ARCH-TOO-OLD"]  # fmt: skip
+        environment,
+        cell_id="c",
+        targets=targets,
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
+    return [
+        (f.code, f.details.get("target", ""))
+        for f in outcome.findings
+        if f.code == "SM-NVCC-ARCH-TOO-OLD"
+    ]
 
 
 def test_the_banner_of_a_gcc_built_nvcc_is_read(host: Path) -> None:
@@ -71,15 +79,26 @@ def test_cuda_home_nvcc_12_8_for_sm_120_fails_with_flashinfers_words(host: Path)
         backend="venv", python=("python3",), site_packages=(site,), env={"CUDA_HOME": str(home)}
     )
     outcome = check_environment(
-        environment, cell_id="c", targets=["sm_120"], cuda=None, declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        environment,
+        cell_id="c",
+        targets=["sm_120"],
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     [f] = [f for f in outcome.findings if f.code == "SM-NVCC-ARCH-TOO-OLD"]
     assert f.severity is Severity.FAIL and f.subject == f"{home}/bin/nvcc"
     assert f.details["minimum"] == "12.9" and f.details["version"] == "12.8.93"
     assert f.details["public_message"] == "SM 12.x requires CUDA >= 12.9"
-    for words in ("12.8.93", "sm_120", "12.9", "SM 12.x requires CUDA >= 12.9",
-                  "FlashInfer requires GPUs with sm75 or higher", str(home)):  # fmt: skip
+    for words in (
+        "12.8.93",
+        "sm_120",
+        "12.9",
+        "SM 12.x requires CUDA >= 12.9",
+        "FlashInfer requires GPUs with sm75 or higher",
+        str(home),
+    ):
         assert words in f.message
     assert outcome.verdict == "incompatible"
     assert outcome.data["nvcc"]["targets"]["sm_120"]["minimum"] == "12.9"
@@ -129,13 +148,28 @@ def test_no_jit_user_no_finding_and_a_gate_limited_by_version(host: Path) -> Non
     assert nvccarch.arch_findings(found, ["sm_120"], {"torch": "2.13.0"}, "c")[1] == []
     table = {
         "schema_version": 1,
-        "jit_gate": [{"package": "flashinfer-python", "major": 12, "minimum": "12.9",
-                      "message": "m", "versions": "<0.7"}],
-    }  # fmt: skip
-    assert nvccarch.arch_findings(found, ["sm_120"], {"flashinfer-python": "0.7.1"}, "c",
-                                  table)[1] == []  # fmt: skip
-    assert len(nvccarch.arch_findings(found, ["sm_120"], {"flashinfer-python": "0.6.18"}, "c",
-                                      table)[1]) == 1  # fmt: skip
+        "jit_gate": [
+            {
+                "package": "flashinfer-python",
+                "major": 12,
+                "minimum": "12.9",
+                "message": "m",
+                "versions": "<0.7",
+            }
+        ],
+    }
+    assert (
+        nvccarch.arch_findings(found, ["sm_120"], {"flashinfer-python": "0.7.1"}, "c", table)[1]
+        == []
+    )
+    assert (
+        len(
+            nvccarch.arch_findings(found, ["sm_120"], {"flashinfer-python": "0.6.18"}, "c", table)[
+                1
+            ]
+        )
+        == 1
+    )
 
 
 def test_the_shipped_table_has_a_source_per_entry() -> None:

@@ -64,8 +64,13 @@ def wheel_site(tmp_path: Path, *, nvcc_release: str, cudart: int, flashinfer: bo
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for var in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_EXTRA_CUDAFLAGS", "NVCC_APPEND_FLAGS",
-                "NVCC_PREPEND_FLAGS"):  # fmt: skip
+    for var in (
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "FLASHINFER_EXTRA_CUDAFLAGS",
+        "NVCC_APPEND_FLAGS",
+        "NVCC_PREPEND_FLAGS",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     monkeypatch.setattr(nvcc, "HOST_TOOLKIT", str(tmp_path / "usr-local-cuda"))
@@ -78,9 +83,14 @@ Found = list[tuple[str, Severity]]
 def _outcome(site: Path, env: dict[str, str]) -> tuple[Found, dict[str, object]]:
     environment = Environment(backend="venv", python=("python3",), site_packages=(site,), env=env)
     outcome = check_environment(
-        environment, cell_id="c", targets=["sm_120"], cuda="13.0", declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        environment,
+        cell_id="c",
+        targets=["sm_120"],
+        cuda="13.0",
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     found = [(f.code, f.severity) for f in outcome.findings if f.code == "SM-NVCC-HEADERS-MISMATCH"]
     return found, outcome.data["nvcc"]["headers"]
 
@@ -92,13 +102,25 @@ def test_nvcc_13_3_against_cuda_13_0_headers_fails(host: Path) -> None:
         backend="venv", python=("python3",), site_packages=(site,), env={"CUDA_HOME": str(cu13)}
     )
     outcome = check_environment(
-        environment, cell_id="c", targets=["sm_120"], cuda="13.0", declared_driver="580.95.05",
-        log_path=None, run_probe=False,
-    )  # fmt: skip
+        environment,
+        cell_id="c",
+        targets=["sm_120"],
+        cuda="13.0",
+        declared_driver="580.95.05",
+        log_path=None,
+        run_probe=False,
+    )
     [f] = [f for f in outcome.findings if f.code == "SM-NVCC-HEADERS-MISMATCH"]
     assert f.severity is Severity.FAIL and f.subject == f"{cu13}/bin/nvcc"
-    for words in ("13.3.33", "CUDA 13.0 headers", "CUDART_VERSION 13000", MESSAGE,
-                  "CCCL 3.3.0", str(cu13 / "include/cccl"), "flashinfer#3493"):  # fmt: skip
+    for words in (
+        "13.3.33",
+        "CUDA 13.0 headers",
+        "CUDART_VERSION 13000",
+        MESSAGE,
+        "CCCL 3.3.0",
+        str(cu13 / "include/cccl"),
+        "flashinfer#3493",
+    ):
         assert words in f.message
     assert f.details["public_message"] == nvccheaders.CHECK_MESSAGE
     assert outcome.verdict == "incompatible"
@@ -126,8 +148,10 @@ def test_flashinfers_vendored_cccl_is_the_one_included_first(host: Path) -> None
 
 def test_the_opt_out_define_and_no_jit_user(host: Path) -> None:
     site = wheel_site(host, nvcc_release="13.3", cudart=13000)
-    env = {"CUDA_HOME": str(site / "nvidia/cu13"),
-           "FLASHINFER_EXTRA_CUDAFLAGS": "-DCCCL_DISABLE_CTK_COMPATIBILITY_CHECK"}  # fmt: skip
+    env = {
+        "CUDA_HOME": str(site / "nvidia/cu13"),
+        "FLASHINFER_EXTRA_CUDAFLAGS": "-DCCCL_DISABLE_CTK_COMPATIBILITY_CHECK",
+    }
     found, headers = _outcome(site, env)
     assert found == [("SM-NVCC-HEADERS-MISMATCH", Severity.INFO)]
     assert headers["check_disabled_by"] == "FLASHINFER_EXTRA_CUDAFLAGS"

@@ -26,9 +26,14 @@ def _check(tmp_path: Path, srv_init: str, entries: list[str]) -> CheckOutcome:
         env={"PYTHONPATH": str(site)},
     )
     return check_environment(
-        env, cell_id="c", targets=["sm_90"], cuda=None, declared_driver="580.95.05",
-        log_path=None, serving_modules=entries,
-    )  # fmt: skip
+        env,
+        cell_id="c",
+        targets=["sm_90"],
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        serving_modules=entries,
+    )
 
 
 def _codes(outcome: CheckOutcome) -> dict[str, Severity]:
@@ -39,9 +44,10 @@ def test_an_entry_that_raises_makes_the_cell_incompatible(tmp_path: Path) -> Non
     # the error transformers 5.6 raised at sglang 0.5.12's http_server import with the
     # `kernels` release PyPI resolved (reports/examples/cuda-images, cell cu130)
     outcome = _check(
-        tmp_path, "raise ValueError('Either a revision or a version must be specified.')\n",
+        tmp_path,
+        "raise ValueError('Either a revision or a version must be specified.')\n",
         ["srv", "srvlight"],
-    )  # fmt: skip
+    )
     failed = [f for f in outcome.findings if f.code == "SM-SERVING-IMPORT-FAILED"]
     assert len(failed) == 1 and failed[0].severity is Severity.FAIL
     assert failed[0].subject == "srv"

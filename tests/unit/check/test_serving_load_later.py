@@ -74,13 +74,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _check(site: Path, targets: list[str], modules: list[str]) -> CheckOutcome:
     env = Environment(
-        backend="venv", python=(sys.executable, "-S"), site_packages=(site,),
+        backend="venv",
+        python=(sys.executable, "-S"),
+        site_packages=(site,),
         env={"PYTHONPATH": str(site)},
-    )  # fmt: skip
+    )
     return check_environment(
-        env, cell_id="c", targets=targets, cuda=None, declared_driver="580.95.05",
-        log_path=None, serving_modules=modules,
-    )  # fmt: skip
+        env,
+        cell_id="c",
+        targets=targets,
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        serving_modules=modules,
+    )
 
 
 def _latent(outcome: CheckOutcome, subject: str) -> list[bool]:
@@ -122,15 +129,18 @@ def test_a_package_counts_as_imported_by_a_mapped_file(site: Path) -> None:
     """The loader rule needs its package imported: a file of it mapped is enough, with
     no serving attempt naming it (the server's entry module imported it)."""
     loaded = relevance.LoadedSet(
-        identities=frozenset(), paths=frozenset({str((site / SM100).resolve())}),
-        failed_packages=frozenset(), module="sglang.srt.entrypoints.http_server",
-    )  # fmt: skip
+        identities=frozenset(),
+        paths=frozenset({str((site / SM100).resolve())}),
+        failed_packages=frozenset(),
+        module="sglang.srt.entrypoints.http_server",
+    )
     exts = [
         {"relpath": SM90, "path": str(site / SM90)},
         {"relpath": SM100, "path": str(site / SM100)},
     ]
     added = relevance.load_later_files(exts, [site], loaded, ["sm_90", "sm_120"])
     assert added == {SM90: "loader rule: sgl_kernel loads sm90/common_ops.* on sm_90"}
-    none = relevance.LoadedSet(identities=frozenset(), paths=frozenset(),
-                               failed_packages=frozenset(), module="srv")  # fmt: skip
+    none = relevance.LoadedSet(
+        identities=frozenset(), paths=frozenset(), failed_packages=frozenset(), module="srv"
+    )
     assert relevance.load_later_files(exts, [site], none, ["sm_90"]) == {}

@@ -68,9 +68,14 @@ def _check(site: Path, **serving: Any) -> CheckOutcome:
         env={"PYTHONPATH": str(site)},
     )
     return check_environment(
-        env, cell_id="c", targets=["sm_120"], cuda=None, declared_driver="580.95.05",
-        log_path=None, **serving,
-    )  # fmt: skip
+        env,
+        cell_id="c",
+        targets=["sm_120"],
+        cuda=None,
+        declared_driver="580.95.05",
+        log_path=None,
+        **serving,
+    )
 
 
 def _about(outcome: CheckOutcome, subject: str) -> list[Finding]:

@@ -13,8 +13,11 @@ BASE = "stackmatrix-local/nvidia/cuda:13.0.1-pypi-devel-bookworm"
 
 def _image(*layers: str, base: str | None = BASE) -> JSONObject:
     labels: JSONObject = {_docker_cli.BASE_LABEL: base} if base else {}
-    return {"Id": "sha256:" + "c" * 64, "RootFS": {"Layers": list(layers)},
-            "Config": {"Labels": labels}}  # fmt: skip
+    return {
+        "Id": "sha256:" + "c" * 64,
+        "RootFS": {"Layers": list(layers)},
+        "Config": {"Labels": labels},
+    }
 
 
 def _mine(*layers: str, base: str | None = BASE) -> ImageInfo:

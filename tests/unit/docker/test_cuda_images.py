@@ -51,8 +51,10 @@ def _wheel_tree(staging: Path) -> None:
     (nv / "bin" / "ptxas").write_bytes(b"\x7fELF ptxas")
     (nv / "nvvm" / "lib64").mkdir(parents=True)
     (nv / "nvvm" / "lib64" / "libnvvm.so").write_bytes(b"\x7fELF nvvm")
-    for dist, version in (("nvidia_cuda_runtime_cu12", "12.8.90"),
-                          ("nvidia_cuda_nvcc_cu12", "12.8.93")):  # fmt: skip
+    for dist, version in (
+        ("nvidia_cuda_runtime_cu12", "12.8.90"),
+        ("nvidia_cuda_nvcc_cu12", "12.8.93"),
+    ):
         (staging / f"{dist}-{version}.dist-info").mkdir()
 
 
@@ -99,8 +101,9 @@ def test_a_secret_is_found_across_chunk_edges(monkeypatch: pytest.MonkeyPatch) -
 def test_uv_cache_paths_and_digests() -> None:
     cached = _layer({"root/.cache/uv/archive-v0/abc/torch/__init__.py": b"", "opt/x": b"1"})
     assert hygiene.scan_layer(io.BytesIO(cached), [])["uv_cache_paths"] == [
-        "/root/.cache/uv/", "/root/.cache/uv/archive-v0/"
-    ]  # fmt: skip
+        "/root/.cache/uv/",
+        "/root/.cache/uv/archive-v0/",
+    ]
     # BuildKit leaves the cache mount's mount point: an empty directory is no cache
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -127,8 +130,9 @@ def test_cuda_images_spec_builds_on_the_cuda_template(tmp_path: Path) -> None:
         assert cell.backend == "docker" and cell.base_image in local_tags
         if not all(Path(c).is_file() for c in cell.ca_certs):
             cell = dataclasses.replace(cell, ca_certs=())  # not a Debian host: no CA bundle
-        ctx = _docker_context.render(cell, spec_dir=REPO / "matrix", dest=tmp_path / cell.id,
-                                     buildkit=True)  # fmt: skip
+        ctx = _docker_context.render(
+            cell, spec_dir=REPO / "matrix", dest=tmp_path / cell.id, buildkit=True
+        )
         assert ctx.family == "cuda"
         assert ctx.dockerfile.read_text() == (REPO / "dockerfiles/cuda.Dockerfile").read_text()
         plan = json.loads((ctx.path / "stackmatrix" / "plan.json").read_text())
@@ -171,7 +175,13 @@ def test_the_cuda_template_installs_what_the_serving_engine_loads(tmp_path: Path
     assert install[:4] == ["install", "-y", "--no-install-recommends", "python3"]
     packages = install[4:]
     table = missinglibs.system_packages()
-    for soname in ("libnuma.so.1", "libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1",
-                   "libnl-3.so.200", "libnl-route-3.so.200"):  # fmt: skip
+    for soname in (
+        "libnuma.so.1",
+        "libibverbs.so.1",
+        "librdmacm.so.1",
+        "libmlx5.so.1",
+        "libnl-3.so.200",
+        "libnl-route-3.so.200",
+    ):
         assert table[soname] in packages, soname
     assert set(packages) - set(table.values()) == {"ca-certificates"}

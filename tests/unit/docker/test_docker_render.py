@@ -234,16 +234,23 @@ def test_container_command_keeps_jit_caches_in_a_volume_unless_the_cell_chose(
 ) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     argv = docker.container_command(
-        _env(TRITON_CACHE_DIR="/data/triton"), ["x"], name="n", port=8000, mounts=[],
-        gpus=False, cache_volume="stackmatrix-jit-abc",
-    )  # fmt: skip
+        _env(TRITON_CACHE_DIR="/data/triton"),
+        ["x"],
+        name="n",
+        port=8000,
+        mounts=[],
+        gpus=False,
+        cache_volume="stackmatrix-jit-abc",
+    )
     assert argv[argv.index("--mount") + 1] == (
         "type=volume,source=stackmatrix-jit-abc,target=/var/cache/stackmatrix-jit"
     )
     envs = [argv[j + 1] for j, a in enumerate(argv) if a == "--env"]
     # the cell's own choice stands; the other caches go to the volume
-    assert envs == ["FLASHINFER_WORKSPACE_BASE=/var/cache/stackmatrix-jit",
-                    "TORCHINDUCTOR_CACHE_DIR=/var/cache/stackmatrix-jit/torchinductor",
-                    "TRITON_CACHE_DIR=/data/triton"]  # fmt: skip
+    assert envs == [
+        "FLASHINFER_WORKSPACE_BASE=/var/cache/stackmatrix-jit",
+        "TORCHINDUCTOR_CACHE_DIR=/var/cache/stackmatrix-jit/torchinductor",
+        "TRITON_CACHE_DIR=/data/triton",
+    ]
     plain = docker.container_command(_env(), ["x"], name="n", port=8000, mounts=[], gpus=False)
     assert "--mount" not in plain and "--env" not in plain

@@ -170,8 +170,12 @@ def test_devices_fifos_and_dev_are_skipped(dest: Path) -> None:
     )
     assert got.skipped == 5
     assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == [
-        "dev", "usr", "usr/share", "usr/share/dev", "usr/share/dev/kept",
-    ]  # fmt: skip
+        "dev",
+        "usr",
+        "usr/share",
+        "usr/share/dev",
+        "usr/share/dev/kept",
+    ]
 
 
 def test_setuid_and_group_write_bits_are_dropped(dest: Path) -> None:

@@ -89,8 +89,12 @@ def _slurm(tmp_path: Path, jobs: dict[str, dict[str, str]]) -> dict[str, str]:
     for tool in TOOLS:
         (bin_dir / tool).symlink_to(script)
     (bin_dir / "state.json").write_text(json.dumps(jobs))
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "FAKE_SLURM_STATE": str(bin_dir / "state.json"), "FAKE_SLURM_USER": ME}  # fmt: skip
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_SLURM_STATE": str(bin_dir / "state.json"),
+        "FAKE_SLURM_USER": ME,
+    }
 
 
 def _results(tmp_path: Path, env: dict[str, str]) -> Path:
@@ -104,8 +108,12 @@ def _results(tmp_path: Path, env: dict[str, str]) -> Path:
     return out
 
 
-def _forged(out: Path, env: dict[str, str], jobs: dict[str, dict[str, str]],
-            recorded: list[dict[str, object]]) -> None:  # fmt: skip
+def _forged(
+    out: Path,
+    env: dict[str, str],
+    jobs: dict[str, dict[str, str]],
+    recorded: list[dict[str, object]],
+) -> None:
     """Job ids added to jobs.json, as anyone who can write the results directory can,
     and those jobs in Slurm's queue."""
     (out / "slurm" / "jobs.json").write_text(json.dumps({"schema_version": 1, "jobs": recorded}))
@@ -114,10 +122,10 @@ def _forged(out: Path, env: dict[str, str], jobs: dict[str, dict[str, str]],
 
 
 def _start(tmp_path: Path, env: dict[str, str], out: Path, *args: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "stackmatrix", "run", "spec.toml", "--output", str(out),
-            *args]  # fmt: skip
-    return subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    argv = [sys.executable, "-m", "stackmatrix", "run", "spec.toml", "--output", str(out), *args]
+    return subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _calls(env: dict[str, str]) -> list[list[str]]:
@@ -133,15 +141,28 @@ def _jobs(out: Path) -> dict[str, dict[str, str]]:
 def test_a_running_job_of_another_user_or_run_is_left_alone(tmp_path: Path) -> None:
     env = _slurm(tmp_path, {})
     out = _results(tmp_path, env)
-    _forged(out, env, {
-        "4242": {"state": "RUNNING", "user": "someone-else", "name": "stackmatrix-own-prepare",
-                 "comment": run_tag(out)},
-        "4343": {"state": "RUNNING", "user": ME, "name": "stackmatrix-own-cycle-1",
-                 "comment": run_tag(tmp_path / "other-run")},
-    }, [
-        {"block": 0, "job_id": "4242", "state": "RUNNING"},  # another user's
-        {"block": 1, "job_id": "4343", "state": "RUNNING"},  # ours, another run's
-    ])  # fmt: skip
+    _forged(
+        out,
+        env,
+        {
+            "4242": {
+                "state": "RUNNING",
+                "user": "someone-else",
+                "name": "stackmatrix-own-prepare",
+                "comment": run_tag(out),
+            },
+            "4343": {
+                "state": "RUNNING",
+                "user": ME,
+                "name": "stackmatrix-own-cycle-1",
+                "comment": run_tag(tmp_path / "other-run"),
+            },
+        },
+        [
+            {"block": 0, "job_id": "4242", "state": "RUNNING"},  # another user's
+            {"block": 1, "job_id": "4343", "state": "RUNNING"},  # ours, another run's
+        ],
+    )
     proc = _start(tmp_path, env, out, "--resume")
     try:
         console, _ = proc.communicate(timeout=120)
@@ -163,15 +184,28 @@ def test_a_running_job_of_another_user_or_run_is_left_alone(tmp_path: Path) -> N
 def test_sigterm_cancels_this_run_s_jobs_only(tmp_path: Path) -> None:
     env = _slurm(tmp_path, {})
     out = _results(tmp_path, env)
-    _forged(out, env, {
-        "4242": {"state": "RUNNING", "user": ME, "name": "stackmatrix-own-prepare",
-                 "comment": run_tag(out)},
-        "4343": {"state": "PENDING", "user": ME, "name": "stackmatrix-own-cycle-1",
-                 "comment": ""},
-    }, [
-        {"block": 0, "job_id": "4242", "state": "RUNNING"},  # ours: followed, cancelled
-        {"block": 1, "job_id": "4343", "state": "PENDING"},  # no comment: not followed
-    ])  # fmt: skip
+    _forged(
+        out,
+        env,
+        {
+            "4242": {
+                "state": "RUNNING",
+                "user": ME,
+                "name": "stackmatrix-own-prepare",
+                "comment": run_tag(out),
+            },
+            "4343": {
+                "state": "PENDING",
+                "user": ME,
+                "name": "stackmatrix-own-cycle-1",
+                "comment": "",
+            },
+        },
+        [
+            {"block": 0, "job_id": "4242", "state": "RUNNING"},  # ours: followed, cancelled
+            {"block": 1, "job_id": "4343", "state": "PENDING"},  # no comment: not followed
+        ],
+    )
     proc = _start(tmp_path, {**env, "FAKE_SLURM_NEW": "PENDING"}, out, "--resume")
     deadline = time.monotonic() + 60
     while not any(c[0] == "sbatch" for c in _calls(env)):

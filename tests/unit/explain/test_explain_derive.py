@@ -16,13 +16,24 @@ from stackmatrix.spec_model import Cell, Spec
 
 
 def test_the_story_s_differences_become_reverts(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     cell = build_model(load_run(run)).cell("cu130")
     assert cell.drift is not None
     ctx, _ = prepare(run, "cu130", None)  # the cells, typed, as plan.json defines them
-    derived = derive(cell.drift.intended, cell.drift.unintended, engine="sglang",
-                     baseline=ctx.baseline_cell, cell=ctx.candidate)  # fmt: skip
+    derived = derive(
+        cell.drift.intended,
+        cell.drift.unintended,
+        engine="sglang",
+        baseline=ctx.baseline_cell,
+        cell=ctx.candidate,
+    )
     by_key = {c.key: c for c in derived.changes}
     # the resolved attention backend goes back through its flag
     attention = by_key["server:attention_backend"]
@@ -57,10 +68,17 @@ def _derive_args(
 ) -> Derived:
     from stackmatrix.report.config_drift import Difference
 
-    intended = [Difference(key=f"server:{k}", baseline=v, value="x", intended=True)
-                for k, v in (resolved or {}).items()]  # fmt: skip
-    return derive(intended, [], engine="sglang", baseline=Cell(id="a", server_args=tuple(base)),
-                  cell=Cell(id="b", server_args=tuple(cell)))  # fmt: skip
+    intended = [
+        Difference(key=f"server:{k}", baseline=v, value="x", intended=True)
+        for k, v in (resolved or {}).items()
+    ]
+    return derive(
+        intended,
+        [],
+        engine="sglang",
+        baseline=Cell(id="a", server_args=tuple(base)),
+        cell=Cell(id="b", server_args=tuple(cell)),
+    )
 
 
 def test_each_of_the_cell_s_own_flags_goes_back_alone() -> None:
@@ -95,8 +113,9 @@ def test_server_args_go_back_whole_when_a_flag_cannot_go_back_alone() -> None:
 def test_a_field_of_a_structured_setting_is_not_taken_for_a_flag() -> None:
     from stackmatrix.report.config_drift import Difference
 
-    nested = Difference(key="server:cuda_graph_config.decode.max_bs", baseline="16", value="4",
-                        intended=False)  # fmt: skip
+    nested = Difference(
+        key="server:cuda_graph_config.decode.max_bs", baseline="16", value="4", intended=False
+    )
     derived = derive([], [nested], engine="sglang", baseline=Cell(id="a"), cell=Cell(id="b"))
     assert derived.changes == ()
     assert "structured setting" in dict(derived.cannot)[nested.key]
@@ -105,8 +124,14 @@ def test_a_field_of_a_structured_setting_is_not_taken_for_a_flag() -> None:
 def test_the_plan_says_what_would_be_reverted_and_what_a_round_costs(tmp_path: Path) -> None:
     from stackmatrix.explain.plan import plan_lines
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     lines = plan_lines(run, "cu130", 4)
     text = "\n".join(lines)
     assert lines[0] == "cu130 against cu128 (output_throughput): 3 revert(s)"
@@ -125,8 +150,14 @@ def test_rounds_take_the_launches_and_warm_up_asked_for(tmp_path: Path) -> None:
 
     from stackmatrix.explain.roundspec import derived_spec
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     ctx, derived = prepare(run, "cu130", 3)
     groups = [(derived.changes[0],)]
     path = tmp_path / "round-1.toml"
@@ -143,8 +174,14 @@ def test_a_round_that_fails_is_said_in_the_report_and_kept(tmp_path: Path) -> No
     from stackmatrix.errors import StackmatrixError
     from stackmatrix.explain.runner import explain_cell
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
 
     def broken(spec: Spec, output: Path) -> None:
         raise StackmatrixError("the round's engine is gone")
@@ -162,8 +199,14 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
 ) -> None:
     from stackmatrix.explain import command
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
 
     def failing_runner(work_dir: Path, jobs: int, progress: object) -> object:
         def run_round(spec: Spec, output: Path) -> None:
@@ -174,8 +217,9 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
         return run_round
 
     monkeypatch.setattr(command, "round_runner", failing_runner)
-    done = command.explain_after_run(run, work_dir=tmp_path / "w", jobs=1, rounds=2,
-                                     progress=lambda *a: None, cells=["cu130"])  # fmt: skip
+    done = command.explain_after_run(
+        run, work_dir=tmp_path / "w", jobs=1, rounds=2, progress=lambda *a: None, cells=["cu130"]
+    )
     assert done == []
     assert "explain cu130: no GPU left" in capsys.readouterr().err
     md = (run / "matrix.md").read_text()
@@ -185,8 +229,14 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
 def test_revert_cells_come_from_the_spec_as_run_not_its_redacted_copy(tmp_path: Path) -> None:
     import hashlib
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     ctx, _ = prepare(run, "cu130", None)
     assert "is not here or has changed" in ctx.note  # no original spec: the copy, said
     # the original spec, still the one run (same digest), with a credential in it
@@ -221,8 +271,14 @@ def test_explain_never_writes_a_round_through_a_link(tmp_path: Path, name: str) 
     from stackmatrix.errors import ResultsError
     from stackmatrix.explain.runner import explain_cell
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     victim = tmp_path / "victim"
     if name.endswith(".toml"):
         victim.write_text("mine\n")
@@ -240,8 +296,14 @@ def test_explain_never_writes_a_round_outside_the_results(tmp_path: Path) -> Non
     from stackmatrix.errors import ResultsError
     from stackmatrix.explain.runner import explain_cell
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     outside = tmp_path / "outside"
     outside.mkdir()
     (run / "explain").symlink_to(outside)
@@ -256,8 +318,14 @@ def test_explain_waits_for_no_one_holding_the_results_lock(
     from stackmatrix._lock import results_dir_lock
     from stackmatrix.cli import main
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     with results_dir_lock(run):  # a run resuming into it now
         code = main(["explain", str(run), "--cell", "cu130", "--work-dir", str(tmp_path / "w")])
     assert code == 3
@@ -271,16 +339,27 @@ def test_a_round_spec_keeps_no_credential_once_the_round_is_done(tmp_path: Path)
     from stackmatrix.errors import StackmatrixError
     from stackmatrix.explain.runner import explain_cell
 
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     secret = "https://ci:s3cr3t-token@index.example/simple"  # noqa: S105 - planted
     original = tmp_path / "kimi.toml"
-    original.write_text((run / "spec.toml").read_text().replace(
-        'torch_backend = "cu130"', f'torch_backend = "cu130"\nextra_index_urls = ["{secret}"]'
-    ))  # fmt: skip
+    original.write_text(
+        (run / "spec.toml")
+        .read_text()
+        .replace(
+            'torch_backend = "cu130"', f'torch_backend = "cu130"\nextra_index_urls = ["{secret}"]'
+        )
+    )
     record = json.loads((run / "run.json").read_text())
-    record.update(spec_path=str(original),
-                  spec_hash=hashlib.sha256(original.read_bytes()).hexdigest())  # fmt: skip
+    record.update(
+        spec_path=str(original), spec_hash=hashlib.sha256(original.read_bytes()).hexdigest()
+    )
     (run / "run.json").write_text(json.dumps(record))
     seen: list[str] = []
 

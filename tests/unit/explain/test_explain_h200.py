@@ -74,8 +74,20 @@ def test_a_kept_round_is_not_measured_over_by_another_machine(
     before = {p: p.read_bytes() for p in sorted(cells.rglob("*.json"))}
     explanation = kept / "explain" / "triton-capped" / "explanation.json"
     before[explanation] = explanation.read_bytes()  # the kept explanation stands too
-    code = main(["explain", str(kept), "--cell", "triton-capped", "--warmup", "16",
-                 "--warmup-launches", "0", "--work-dir", str(kept.parent / "w")])  # fmt: skip
+    code = main(
+        [
+            "explain",
+            str(kept),
+            "--cell",
+            "triton-capped",
+            "--warmup",
+            "16",
+            "--warmup-launches",
+            "0",
+            "--work-dir",
+            str(kept.parent / "w"),
+        ]
+    )
     assert code == 2
     assert "measured with another round spec" in capsys.readouterr().err
     after = {p: p.read_bytes() for p in sorted(cells.rglob("*.json"))}
@@ -85,15 +97,27 @@ def test_a_kept_round_is_not_measured_over_by_another_machine(
 def test_rejudge_refuses_a_round_that_was_never_measured(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     assert main(["explain", str(run), "--cell", "cu130", "--rejudge"]) == 2
     assert "was not measured (no run.json)" in capsys.readouterr().err
 
 
 def test_revert_rounds_warm_up_each_cell_at_least_once(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     ctx, derived = prepare(run, "cu130", 3)
     groups = [(derived.changes[0],)]
 
@@ -124,8 +148,14 @@ def test_explain_refuses_more_launches_than_a_spec_allows(
     flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The limit was said of explain/round-1.toml, after the round directory existed."""
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     before = sorted(p.relative_to(run) for p in run.rglob("*"))
     assert main(["explain", str(run), "--cell", "cu130", flag, "1001"]) == 2
     assert f"explain {flag} 1001: at most 1000" in capsys.readouterr().err
@@ -247,8 +277,9 @@ def test_the_warmed_up_h200_round_decides_which_flag_costs_the_throughput(
     assert ex["status"] == "partly explained"
     assert [c["key"] for c in ex["cause"]["group"]] == ["arg:max-running-requests"]
     assert ex["cause"]["vs_baseline"]["verdict"] == "inconclusive"
-    assert any("whether triton-capped then matches flashinfer is not shown" in s
-               for s in ex["sentences"])  # fmt: skip
+    assert any(
+        "whether triton-capped then matches flashinfer is not shown" in s for s in ex["sentences"]
+    )
     assert ex["gap"]["ci_high"] < 0.4  # the candidate's -69%
     (effect,) = [e for e in ex["rounds"][0]["effects"] if e is not None and e != ex["cause"]]
     # +4.3% [+0.5%, +8.2%]: no longer "no effect" merely because 3 launches are noisy

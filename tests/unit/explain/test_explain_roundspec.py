@@ -26,8 +26,14 @@ def load_spec_text(text: str, path: str) -> Spec:
 
 
 def _ctx(tmp_path: Path, bench: Bench | None = None) -> ExplainContext:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     ctx, _ = prepare(run, "cu130", None)
     bench = bench or Bench(engine="sglang", model="m")
     return dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, bench=bench))
@@ -43,11 +49,15 @@ def test_a_revert_cell_is_the_candidate_with_the_group_taken_back(tmp_path: Path
     spec = derived_spec(ctx, 1, [group], ["cu130~g"], tmp_path / "round-1.toml")
     cand, revert = spec.cell("cu130"), spec.cell("cu130~g")
     assert revert == dataclasses.replace(
-        cand, id="cu130~g", server_args=(*cand.server_args, "--x", "1"),
+        cand,
+        id="cu130~g",
+        server_args=(*cand.server_args, "--x", "1"),
         env=tuple(sorted({**dict(cand.env), "E": "0"}.items())),
-        pins=(*(p for p in cand.pins if not p.startswith("flashinfer")),
-              "flashinfer-python==0.6.3"),
-    )  # fmt: skip
+        pins=(
+            *(p for p in cand.pins if not p.startswith("flashinfer")),
+            "flashinfer-python==0.6.3",
+        ),
+    )
     assert load_spec_text(check(spec), spec.path) == spec  # the loader takes it as it is
 
 
@@ -62,8 +72,13 @@ def test_a_derived_spec_is_held_to_the_loader_s_rules(tmp_path: Path) -> None:
     ctx = dataclasses.replace(_ctx(tmp_path / "b"), warmup=10**7)
     with pytest.raises(SpecError, match="warmup"):
         check(derived_spec(ctx, 1, [], [], tmp_path / "round-1.toml"))
-    spec = derived_spec(_ctx(tmp_path / "c"), 1, [(Change(key="k", label="k"),)], ["-bad"],
-                        tmp_path / "round-1.toml")  # fmt: skip
+    spec = derived_spec(
+        _ctx(tmp_path / "c"),
+        1,
+        [(Change(key="k", label="k"),)],
+        ["-bad"],
+        tmp_path / "round-1.toml",
+    )
     with pytest.raises(SpecError, match="cell id"):
         check(spec)
 
@@ -79,8 +94,9 @@ def test_the_round_s_run_gets_the_typed_spec_its_file_reads_back_as(
     original.write_text(check(dataclasses.replace(ctx.spec, path=str(original))))
     run = ctx.run_dir
     record = json.loads((run / "run.json").read_text())
-    record.update(spec_path=str(original),
-                  spec_hash=hashlib.sha256(original.read_bytes()).hexdigest())  # fmt: skip
+    record.update(
+        spec_path=str(original), spec_hash=hashlib.sha256(original.read_bytes()).hexdigest()
+    )
     (run / "run.json").write_text(json.dumps(record))
     given: list[Spec] = []
 

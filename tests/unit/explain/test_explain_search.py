@@ -52,8 +52,9 @@ def test_one_cause_among_eight_is_found_95_percent_of_the_time_at_0_4_percent_no
         rng = random.Random(seed)
         cause = rng.choice(names)
         effects = {n: (0.94 if n == cause else 1.0) for n in names}
-        result = search(names, _simulate(effects, NOISE, 5, rng), metric="output_throughput",
-                        thresholds=TH)  # fmt: skip
+        result = search(
+            names, _simulate(effects, NOISE, 5, rng), metric="output_throughput", thresholds=TH
+        )
         rounds.append(len(result.rounds))
         if result.cause is not None and result.cause.group == (cause,):
             found += 1
@@ -98,8 +99,7 @@ def test_an_interaction_across_the_halves_is_found_as_a_combination() -> None:
     found = 0
     for seed in range(50):
         measure = _redundant_causes({"a", "b", "c", "d"}, random.Random(seed))
-        result = search(["a", "b", "c", "d"], measure, metric="output_throughput",
-                        thresholds=TH)  # fmt: skip
+        result = search(["a", "b", "c", "d"], measure, metric="output_throughput", thresholds=TH)
         if result.cause is not None and result.cause.group == ("a", "b", "c", "d"):
             found += 1
             assert result.status.startswith("explained by a combination")
@@ -108,8 +108,12 @@ def test_an_interaction_across_the_halves_is_found_as_a_combination() -> None:
 
 def test_nothing_to_revert() -> None:
     nothing: list[str] = []
-    result = search(nothing, lambda g: RoundData(baseline=[], candidate=[], groups=[]),
-                    metric="output_throughput", thresholds=TH)  # fmt: skip
+    result = search(
+        nothing,
+        lambda g: RoundData(baseline=[], candidate=[], groups=[]),
+        metric="output_throughput",
+        thresholds=TH,
+    )
     assert result.status == "not explained: no difference can be reverted"
 
 
@@ -121,8 +125,9 @@ def test_a_revert_cell_that_did_not_run_is_said_not_called_noise() -> None:
 
     def measure(groups: list[tuple[str, ...]]) -> RoundData:
         why = "b~a=1: build failed (uv could not resolve the pins)"
-        return RoundData(baseline=cell(1.0), candidate=cell(0.8), groups=[[], cell(0.8)],
-                         not_run=[why, ""])  # fmt: skip
+        return RoundData(
+            baseline=cell(1.0), candidate=cell(0.8), groups=[[], cell(0.8)], not_run=[why, ""]
+        )
 
     result = search(["a", "b"], measure, metric="output_throughput", thresholds=TH)
     first, second = result.rounds[0]
@@ -144,8 +149,11 @@ def _either_of(
         return [[100.0 * f * math.exp(rng.gauss(0, NOISE))] for _ in range(5)]
 
     def measure(groups: list[tuple[str, ...]]) -> RoundData:
-        return RoundData(baseline=speed(set()), candidate=speed(every),
-                         groups=[speed(every - set(g)) for g in groups])  # fmt: skip
+        return RoundData(
+            baseline=speed(set()),
+            candidate=speed(every),
+            groups=[speed(every - set(g)) for g in groups],
+        )
 
     return measure
 
@@ -160,8 +168,9 @@ def test_a_combination_is_narrowed_to_the_differences_it_needs() -> None:
     for seed in range(40):
         rng = random.Random(seed)
         pair = set(rng.sample(names[:4], 1) + rng.sample(names[4:], 1))  # one per half
-        result = search(names, _either_of(pair, set(names), rng), metric="output_throughput",
-                        thresholds=TH)  # fmt: skip
+        result = search(
+            names, _either_of(pair, set(names), rng), metric="output_throughput", thresholds=TH
+        )
         rounds.append(len(result.rounds))
         if result.cause is not None and set(result.cause.group) == pair:
             found += 1
@@ -176,8 +185,13 @@ def test_a_combination_is_narrowed_to_the_differences_it_needs() -> None:
 def test_narrowing_stops_at_the_round_cap_with_the_last_set_that_explained() -> None:
     names = [f"d{i}" for i in range(8)]
     rng = random.Random(3)
-    result = search(names, _either_of({"d1", "d6"}, set(names), rng),
-                    metric="output_throughput", thresholds=TH, max_rounds=3)  # fmt: skip
+    result = search(
+        names,
+        _either_of({"d1", "d6"}, set(names), rng),
+        metric="output_throughput",
+        thresholds=TH,
+        max_rounds=3,
+    )
     assert len(result.rounds) == 3
     assert result.cause is not None and result.cause.outcome is Outcome.EXPLAINS
     assert {"d1", "d6"} <= set(result.cause.group)  # measured to explain, maybe not minimal

@@ -31,12 +31,30 @@ def records(rnd: Round) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, ttft in enumerate(rnd.ttfts_ms):
         e2e = (ttft + rnd.tpot_ms * (TOKENS - 1)) / 1e3
-        out.append({"index": i, "ok": True, "error": None, "ttft_s": ttft / 1e3, "e2e_s": e2e,
-                    "output_tokens": TOKENS, "itl_s": [rnd.tpot_ms / 1e3] * (TOKENS - 1),
-                    **rnd.extra})  # fmt: skip
+        out.append(
+            {
+                "index": i,
+                "ok": True,
+                "error": None,
+                "ttft_s": ttft / 1e3,
+                "e2e_s": e2e,
+                "output_tokens": TOKENS,
+                "itl_s": [rnd.tpot_ms / 1e3] * (TOKENS - 1),
+                **rnd.extra,
+            }
+        )
     for j in range(rnd.errors):
-        out.append({"index": len(rnd.ttfts_ms) + j, "ok": False, "error": "HTTP 500",
-                    "ttft_s": None, "e2e_s": None, "output_tokens": 0, "itl_s": []})  # fmt: skip
+        out.append(
+            {
+                "index": len(rnd.ttfts_ms) + j,
+                "ok": False,
+                "error": "HTTP 500",
+                "ttft_s": None,
+                "e2e_s": None,
+                "output_tokens": 0,
+                "itl_s": [],
+            }
+        )
     return out
 
 
@@ -79,9 +97,14 @@ def write_cell(
     written = []
     for k, launch in enumerate(launches, 1):
         started = f"2026-03-01T10:{first + 2 * k:02d}:00+00:00"
-        entry: dict[str, Any] = {"index": k, "status": "ok", "started": started,
-                                 "finished": started.replace(":00+", ":30+"), "env_facts": {},
-                                 "rounds": _rounds(cell, k, None, launch["headline"])}  # fmt: skip
+        entry: dict[str, Any] = {
+            "index": k,
+            "status": "ok",
+            "started": started,
+            "finished": started.replace(":00+", ":30+"),
+            "env_facts": {},
+            "rounds": _rounds(cell, k, None, launch["headline"]),
+        }
         points = {
             n: {"rounds": _rounds(cell, k, n, r)} for n, r in launch.items() if n != "headline"
         }
@@ -89,14 +112,32 @@ def write_cell(
             entry["points"] = points
         written.append(entry)
     names = [n for n in launches[0] if n != "headline"] if launches else []
-    data = {"engine": "transformers", "launches": written,
-            "points": {n: {"metric": "output_throughput",
-                           "max_concurrency": (concurrency or {}).get(n) or int(n[1:]),
-                           "num_prompts": 16} for n in names}}  # fmt: skip
-    bench = {"schema_version": 1, "phase": "bench", "cell": cid, "status": "ok", "code": None,
-             "message": "", "inputs_hash": "h", "started": "2026-03-01T10:00:00+00:00",
-             "finished": "2026-03-01T11:00:00+00:00", "duration_s": 1.0, "findings": [],
-             "data": data}  # fmt: skip
+    data = {
+        "engine": "transformers",
+        "launches": written,
+        "points": {
+            n: {
+                "metric": "output_throughput",
+                "max_concurrency": (concurrency or {}).get(n) or int(n[1:]),
+                "num_prompts": 16,
+            }
+            for n in names
+        },
+    }
+    bench = {
+        "schema_version": 1,
+        "phase": "bench",
+        "cell": cid,
+        "status": "ok",
+        "code": None,
+        "message": "",
+        "inputs_hash": "h",
+        "started": "2026-03-01T10:00:00+00:00",
+        "finished": "2026-03-01T11:00:00+00:00",
+        "duration_s": 1.0,
+        "findings": [],
+        "data": data,
+    }
     (cell / "bench.json").write_text(json.dumps(bench))
 
 
@@ -121,17 +162,33 @@ def write_run(
     `spec_tail`, such as more [bench.workload] keys and [[bench.points]]); the first
     cell is the baseline."""
     run.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"headline": "output_throughput", "confidence": 0.95,
-                              "min_effect": 0.02, "fail_on": []}  # fmt: skip
+    report: dict[str, Any] = {
+        "headline": "output_throughput",
+        "confidence": 0.95,
+        "min_effect": 0.02,
+        "fail_on": [],
+    }
     if slo is not None:
         report["slo"] = dict(slo)
-    (run / "run.json").write_text(json.dumps({
-        "schema_version": 1, "spec_name": "slo", "spec_hash": "x", "baseline": cells[0],
-        "targets": [], "cells": list(cells), "order": "balanced",
-        "created": "2026-03-01T10:00:00+00:00", "report": report,
-    }))  # fmt: skip
-    plan = [{"id": c, "content_hash": f"h-{c}", "definition": {"id": c},
-             "differs_from_baseline": {}} for c in cells]  # fmt: skip
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "spec_name": "slo",
+                "spec_hash": "x",
+                "baseline": cells[0],
+                "targets": [],
+                "cells": list(cells),
+                "order": "balanced",
+                "created": "2026-03-01T10:00:00+00:00",
+                "report": report,
+            }
+        )
+    )
+    plan = [
+        {"id": c, "content_hash": f"h-{c}", "definition": {"id": c}, "differs_from_baseline": {}}
+        for c in cells
+    ]
     (run / "plan.json").write_text(json.dumps({"schema_version": 1, "cells": plan}))
     (run / "spec.toml").write_text(
         f'name = "slo"\nbaseline = "{cells[0]}"\n\n[bench.workload]\n'
@@ -153,6 +210,10 @@ def launches(
     out: list[Launch] = []
     for k in range(n):
         value = throughput * (1 + step * k)
-        out.append({load: [Round(throughput=value * (1 + 0.01 * r), ttfts_ms=t)
-                           for r in range(rounds)] for load, t in ttfts.items()})  # fmt: skip
+        out.append(
+            {
+                load: [Round(throughput=value * (1 + 0.01 * r), ttfts_ms=t) for r in range(rounds)]
+                for load, t in ttfts.items()
+            }
+        )
     return out

@@ -16,8 +16,13 @@ LIBNUMA = "sgl_kernel/sm90/common_ops.abi3.so needs the system library libnuma.s
 
 
 def _latent(code: str, severity: str, cell: str, subject: str) -> dict[str, Any]:
-    f = finding(code, severity, f"{subject} is bad (latent: the serving process does not "
-                "load this file)", cell, subject)  # fmt: skip
+    f = finding(
+        code,
+        severity,
+        f"{subject} is bad (latent: the serving process does not load this file)",
+        cell,
+        subject,
+    )
     f["details"] = {"latent": True}
     return f
 
@@ -25,8 +30,10 @@ def _latent(code: str, severity: str, cell: str, subject: str) -> dict[str, Any]
 def _results(tmp_path: Path) -> Path:
     defs = {c: {"python": "3.11", "pins": ["x==1"]} for c in ("cu128", "cu130")}
     rd = run_dir(tmp_path, cells=["cu128", "cu130"], baseline="cu128", definitions=defs)
-    drift = [finding("SM-DRIFT-UNPINNED-HEAVY", "warn", f"added p{i}", "cu128", f"p{i}")
-             for i in range(25)]  # fmt: skip
+    drift = [
+        finding("SM-DRIFT-UNPINNED-HEAVY", "warn", f"added p{i}", "cu128", f"p{i}")
+        for i in range(25)
+    ]
     write(rd / "cells/cu128/build.json", phase("cu128", "build", findings=drift))
     check = [
         _latent("SM-CXX-ABI", "fail", "cu128", "torchao/_C.abi3.so"),
@@ -65,9 +72,12 @@ def test_the_details_list_deciding_findings_before_latent_ones(tmp_path: Path) -
     report = build_report(_results(tmp_path)).report
     codes = [f.code for f in report.cell("cu128").findings_by_phase["check"]]
     assert codes == [
-        "SM-LIB-HOST-MISSING", "SM-NVCC-MISSING", "SM-DRIVER-LIB-ABSENT",
-        "SM-CXX-ABI", "SM-LIB-MISSING",
-    ]  # fmt: skip
+        "SM-LIB-HOST-MISSING",
+        "SM-NVCC-MISSING",
+        "SM-DRIVER-LIB-ABSENT",
+        "SM-CXX-ABI",
+        "SM-LIB-MISSING",
+    ]
 
 
 def test_a_compatible_cell_needs_no_reason(tmp_path: Path) -> None:

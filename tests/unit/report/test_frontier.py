@@ -54,8 +54,14 @@ def _frontier(report: MatrixReport, cell: str) -> CellFrontier:
 
 
 def test_a_request_meets_the_slo_when_each_of_its_own_latencies_is_within_its_bound() -> None:
-    ok = {"ok": True, "error": None, "ttft_s": 0.05, "e2e_s": 0.05 + 15 * 0.002,
-          "output_tokens": 16, "itl_s": [0.002] * 15}  # fmt: skip
+    ok = {
+        "ok": True,
+        "error": None,
+        "ttft_s": 0.05,
+        "e2e_s": 0.05 + 15 * 0.002,
+        "output_tokens": 16,
+        "itl_s": [0.002] * 15,
+    }
     assert request_meets(ok, BOUNDS)
     assert not request_meets({**ok, "ttft_s": 0.101, "e2e_s": 0.131}, BOUNDS)  # TTFT over
     assert not request_meets({**ok, "e2e_s": 0.05 + 15 * 0.011}, BOUNDS)  # TPOT 11 ms
@@ -103,8 +109,10 @@ def test_the_frontier_is_ordered_by_concurrency_with_the_headline_s_t_interval(
     report = _report(_story(tmp_path))
     a = _frontier(report, "a")
     assert [(p.load.name, p.load.max_concurrency) for p in a.points] == [
-        ("headline", 1), ("c2", 2), ("c4", 4)
-    ]  # fmt: skip
+        ("headline", 1),
+        ("c2", 2),
+        ("c4", 4),
+    ]
     # each launch is the median of its rounds (100 and 101 times 1, 1.05, 1.10)
     values = [100.5 * (1 + 0.05 * k) for k in range(3)]
     logs = [math.log(v) for v in values]
@@ -172,8 +180,19 @@ def test_goodput_at_the_headline_is_judged_by_the_headline_s_paired_statistics(
     run = write_run(tmp_path / "run", ["a", "b"], slo=SLO)
     ttfts = {"headline": [10.0] * 8}
     write_cell(run, "a", launches(3, throughput=100.0, ttfts=ttfts, step=0.05))
-    quick = [{"headline": [Round(throughput=100.0 * (1 + 0.05 * k), ttfts_ms=[10.0] * 8,
-                                 duration_s=1.6 - 0.01 * k)] * 2} for k in range(3)]  # fmt: skip
+    quick = [
+        {
+            "headline": [
+                Round(
+                    throughput=100.0 * (1 + 0.05 * k),
+                    ttfts_ms=[10.0] * 8,
+                    duration_s=1.6 - 0.01 * k,
+                )
+            ]
+            * 2
+        }
+        for k in range(3)
+    ]
     write_cell(run, "b", quick, first=1)
     g = _frontier(_report(run), "b").goodput
     assert g is not None and g.verdict is Verdict.FASTER
@@ -245,8 +264,10 @@ def test_without_load_points_or_an_slo_nothing_changes(tmp_path: Path) -> None:
 def test_report_slo_judges_results_whose_run_recorded_none(tmp_path: Path) -> None:
     run = _story(tmp_path, slo=None)
     out = tmp_path / "judged"
-    assert main(["report", str(run), "--slo", "ttft_p99_ms=100,tpot_p99_ms=10",
-                 "--output", str(out)]) == 0  # fmt: skip
+    assert (
+        main(["report", str(run), "--slo", "ttft_p99_ms=100,tpot_p99_ms=10", "--output", str(out)])
+        == 0
+    )
     data = json.loads((out / "matrix.json").read_text())
     assert data["slo"] == SLO
     b = next(c for c in data["cells"] if c["id"] == "b")

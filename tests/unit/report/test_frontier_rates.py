@@ -33,8 +33,9 @@ def _by_rate(tmp_path: Path) -> MatrixReport:
     base = {"headline": [10.0] * 6 + [200.0] * 2, "r1": ok, "r2": ok, "r4": ok}
     cand = {**base, "r4": late}
     write_cell(run, "a", launches(3, throughput=100.0, ttfts=base), concurrency=SAME_CONCURRENCY)
-    write_cell(run, "b", launches(3, throughput=100.0, ttfts=cand), first=1,
-               concurrency=SAME_CONCURRENCY)  # fmt: skip
+    write_cell(
+        run, "b", launches(3, throughput=100.0, ttfts=cand), first=1, concurrency=SAME_CONCURRENCY
+    )
     return build_model(load_run(run))
 
 
@@ -71,8 +72,11 @@ def test_a_load_s_rate_is_in_its_labels_and_in_matrix_json(tmp_path: Path) -> No
     data: Any = report.to_dict()
     frontier = next(c for c in data["cells"] if c["id"] == "a")["frontier"]
     assert [(p["load"], p["request_rate"]) for p in frontier] == [
-        ("r1", 1.0), ("r2", 2.0), ("r4", 4.0), ("headline", None)
-    ]  # fmt: skip
+        ("r1", 1.0),
+        ("r2", 2.0),
+        ("r4", 4.0),
+        ("headline", None),
+    ]
 
 
 def test_rates_and_concurrencies_mixed_are_ordered_by_rule_and_said_so(tmp_path: Path) -> None:

@@ -58,8 +58,10 @@ def test_hostile_ids_and_messages_are_defused_in_every_report(hostile: Path) -> 
 def test_report_on_the_console_is_defused(hostile: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stackmatrix", "report", str(hostile)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "cannot read its bench result" in done.stderr  # the warning naming the cell
     _defused(done.stdout + done.stderr)

@@ -35,8 +35,14 @@ def test_a_round_has_p999_and_sample_counts() -> None:
 def _run(tmp_path: Path, samples: dict[str, int], point: bool = False) -> Path:
     """The story's results with latency figures in every round of every cell (scaled
     per cell), and a load point `c8` with the same rounds where `point`."""
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     for scale, path in enumerate(sorted(run.glob("cells/*/bench.json")), 1):
         doc = json.loads(path.read_text())
         for launch in doc["data"].get("launches", []):
@@ -60,8 +66,14 @@ def test_percentiles_per_cell_with_counts_and_the_few_samples_label(tmp_path: Pa
     rows = {r["cell"]: r for r in data["latency"]}
     assert set(rows) == {c.id for c in story_cells() if c.build_status.value == "ok"}
     first = rows[sorted(rows)[0]]
-    assert first["ttft"] == {"p50_ms": 10.0, "p90_ms": 20.0, "p99_ms": 30.0, "p99.9_ms": 40.0,
-                             "samples_per_round": 64, "p99.9_few_samples": True}  # fmt: skip
+    assert first["ttft"] == {
+        "p50_ms": 10.0,
+        "p90_ms": 20.0,
+        "p99_ms": 30.0,
+        "p99.9_ms": 40.0,
+        "samples_per_round": 64,
+        "p99.9_few_samples": True,
+    }
     assert first["itl"]["samples_per_round"] == 4032 and not first["itl"]["p99.9_few_samples"]
     md = render_md.render(report)
     assert "#### Latency percentiles (ms): p50 / p90 / p99 / p99.9, samples per round" in md

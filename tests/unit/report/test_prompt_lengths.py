@@ -37,8 +37,14 @@ def test_a_round_counts_the_requests_of_another_length() -> None:
 
 
 def _run(tmp_path: Path, cell: str, checks: Sequence[Mapping[str, object]]) -> Path:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     path = run / "cells" / cell / "bench.json"
     doc = json.loads(path.read_text())
     rounds = [rnd for launch in doc["data"]["launches"] for rnd in launch["rounds"]]
@@ -53,8 +59,11 @@ def _notes(run: Path) -> list[str]:
 
 
 def test_mismatched_requests_are_a_note(tmp_path: Path) -> None:
-    bad = {"checked": 8, "mismatched": 3,
-           "first": {"index": 5, "input_len": 1000, "prompt_tokens": 1086}}  # fmt: skip
+    bad = {
+        "checked": 8,
+        "mismatched": 3,
+        "first": {"index": 5, "input_len": 1000, "prompt_tokens": 1086},
+    }
     good = {"checked": 8, "mismatched": 0}
     run = _run(tmp_path, "cu130", [bad, good, good])
     doc = json.loads((run / "cells/cu130/bench.json").read_text())

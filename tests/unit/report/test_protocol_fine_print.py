@@ -18,14 +18,33 @@ from stackmatrix.results import Status
 PLAN = {"min": 3, "max": 5, "looks": 3}
 
 
-def _run(tmp_path: Path, *, stopped: str | None, gpus: int, bench_status: Status = Status.OK,
-         drift: float = 0.0) -> Path:  # fmt: skip
+def _run(
+    tmp_path: Path,
+    *,
+    stopped: str | None,
+    gpus: int,
+    bench_status: Status = Status.OK,
+    drift: float = 0.0,
+) -> Path:
     cells = (
-        SyntheticCell(id="a", definition={"python": "3.12"}, throughput=100.0, launches=3,
-                      rounds=2, launch_noise=0.001),
-        SyntheticCell(id="b", definition={"python": "3.12"}, throughput=100.0, launches=3,
-                      rounds=2, launch_noise=0.001, bench_status=bench_status),
-    )  # fmt: skip
+        SyntheticCell(
+            id="a",
+            definition={"python": "3.12"},
+            throughput=100.0,
+            launches=3,
+            rounds=2,
+            launch_noise=0.001,
+        ),
+        SyntheticCell(
+            id="b",
+            definition={"python": "3.12"},
+            throughput=100.0,
+            launches=3,
+            rounds=2,
+            launch_noise=0.001,
+            bench_status=bench_status,
+        ),
+    )
     run = write_run(tmp_path / "run", spec_name="p", baseline="a", cells=cells, seed=3)
     for cid in ("a", "b"):
         path = run / "cells" / cid / "bench.json"

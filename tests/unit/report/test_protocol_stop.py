@@ -21,8 +21,14 @@ def _sentence(protocol: Protocol) -> str:
 
 
 def test_decided_is_said_only_when_every_verdict_is() -> None:
-    args = {"plan": PLAN, "launches": {"a": 4, "b": 4}, "minutes": 0.0, "gpus": True,
-            "saved_minutes": None, "drift": None}  # fmt: skip
+    args = {
+        "plan": PLAN,
+        "launches": {"a": 4, "b": 4},
+        "minutes": 0.0,
+        "gpus": True,
+        "saved_minutes": None,
+        "drift": None,
+    }
     assert "of 3 to 4 (decided)" in _sentence(Protocol(**args, decided=True))  # type: ignore[arg-type]
     assert "of 3 to 4 (max reached)" in _sentence(Protocol(**args, decided=False))  # type: ignore[arg-type]
     reached = {**PLAN, "stopped": "max reached"}
@@ -34,8 +40,14 @@ def test_decided_is_said_only_when_every_verdict_is() -> None:
 def test_matrix_json_says_what_matrix_md_says() -> None:
     """One "stopped", computed once: an inconclusive pair of a run recorded "decided" is
     "max reached" in the json too, with the record kept beside it."""
-    args = {"plan": PLAN, "launches": {"a": 4, "b": 4}, "minutes": 0.0, "gpus": True,
-            "saved_minutes": None, "drift": None}  # fmt: skip
+    args = {
+        "plan": PLAN,
+        "launches": {"a": 4, "b": 4},
+        "minutes": 0.0,
+        "gpus": True,
+        "saved_minutes": None,
+        "drift": None,
+    }
     doc = Protocol(**args, decided=False).to_dict()  # type: ignore[arg-type]
     assert doc["stopped"] == "max reached"
     plan = doc["plan"]
@@ -44,8 +56,14 @@ def test_matrix_json_says_what_matrix_md_says() -> None:
 
 
 def test_the_report_takes_its_own_verdicts(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     path = run / "cells" / "cu128" / "bench.json"
     doc = json.loads(path.read_text())
     doc["data"]["launch_plan"] = PLAN

@@ -75,9 +75,16 @@ def test_real_server_info_keeps_tokenizer_settings(cell: str) -> None:
     raw = json.loads((FIXTURES / "sglang-0.5.14" / f"server_info-{cell}.json").read_text())
     flat = redact(flatten(raw))
     assert len(raw) > 300
-    for key in ("tokenizer_path", "tokenizer_mode", "tokenizer_worker_num",
-                "skip_tokenizer_init", "max_total_tokens", "tbo_token_distribution_threshold",
-                "enable_forward_pass_metrics", "bucket_time_to_first_token"):  # fmt: skip
+    for key in (
+        "tokenizer_path",
+        "tokenizer_mode",
+        "tokenizer_worker_num",
+        "skip_tokenizer_init",
+        "max_total_tokens",
+        "tbo_token_distribution_threshold",
+        "enable_forward_pass_metrics",
+        "bucket_time_to_first_token",
+    ):
         assert key in flat and flat[key] != REDACTED, key
     assert flat["attention_backend"] == cell and flat["random_seed"] == 1
     hidden = redact({**raw, "api_key": "s3cr3t", "hf_token": "x"})

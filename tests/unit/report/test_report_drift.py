@@ -264,13 +264,18 @@ def test_sgl_kernel_is_the_import_of_sglang_kernel_too(tmp_path, rules):
     its distribution, renamed sglang-kernel in 0.4, was a changed pin."""
     patterns, ranking = rules
     cells = [
-        _cell(tmp_path, cid, lock=[("sglang-kernel", v, "pypi")],
-              probe={"imports": {"sgl_kernel": {"version": v, "seconds": 1.0}}})
+        _cell(
+            tmp_path,
+            cid,
+            lock=[("sglang-kernel", v, "pypi")],
+            probe={"imports": {"sgl_kernel": {"version": v, "seconds": 1.0}}},
+        )
         for cid, v in (("base", "0.4.2.post2"), ("cell", "0.4.4"))
-    ]  # fmt: skip
+    ]
     differs = {"pins": [["sglang-kernel==0.4.2.post2"], ["sglang-kernel==0.4.4"]]}
-    drift = diff(collect(cells[1], patterns), collect(cells[0], patterns), differs=differs,
-                 ranking=ranking)  # fmt: skip
+    drift = diff(
+        collect(cells[1], patterns), collect(cells[0], patterns), differs=differs, ranking=ranking
+    )
     assert "probe:imports.sgl_kernel.version" in {d.key for d in drift.intended}
     assert drift.unintended == ()
 
@@ -281,10 +286,20 @@ def test_the_driver_a_cuda_change_needs_is_intended(tmp_path, rules):
     patterns, ranking = rules
 
     def cell(cid: str, cuda: str, required: str, found: str) -> CellResults:
-        driver = {"cuda": cuda, "required_min": required, "family_min": required[:3],
-                  "found": found, "source": "host"}  # fmt: skip
-        check = PhaseResult(phase="check", cell=cid, status=Status.OK, inputs_hash="h",
-                            data={"probe": {}, "driver": driver})  # fmt: skip
+        driver = {
+            "cuda": cuda,
+            "required_min": required,
+            "family_min": required[:3],
+            "found": found,
+            "source": "host",
+        }
+        check = PhaseResult(
+            phase="check",
+            cell=cid,
+            status=Status.OK,
+            inputs_hash="h",
+            data={"probe": {}, "driver": driver},
+        )
         return CellResults(id=cid, path=tmp_path, phases={"check": check})
 
     base, mine = cell("a", "12.8", "570.26", "580.1"), cell("b", "13.0", "580.65", "590.2")
@@ -326,10 +341,18 @@ def test_a_seed_drawn_at_each_launch_is_volatile_not_a_difference(tmp_path, rule
 def test_seeds_that_differ_only_between_cells_are_volatile_by_the_known_list(tmp_path, rules):
     patterns, ranking = rules
     same = {"attention_backend": "flashinfer", "tp_size": 8}
-    base = _cell(tmp_path, "base", config=same | {"random_seed": 1, "nccl_port": 5},
-                 launches=[same | {"random_seed": 1, "nccl_port": 5}])  # fmt: skip
-    cell = _cell(tmp_path, "cell", config=same | {"random_seed": 2, "nccl_port": 6},
-                 launches=[same | {"random_seed": 2, "nccl_port": 6}])  # fmt: skip
+    base = _cell(
+        tmp_path,
+        "base",
+        config=same | {"random_seed": 1, "nccl_port": 5},
+        launches=[same | {"random_seed": 1, "nccl_port": 5}],
+    )
+    cell = _cell(
+        tmp_path,
+        "cell",
+        config=same | {"random_seed": 2, "nccl_port": 6},
+        launches=[same | {"random_seed": 2, "nccl_port": 6}],
+    )
     mine, theirs = collect(cell, patterns), collect(base, patterns)
     drift = diff(mine, theirs, differs={}, ranking=ranking)
     assert drift.unintended == ()
@@ -345,8 +368,13 @@ def test_a_seed_the_cell_asks_for_stays_an_intended_difference(tmp_path, rules):
     base = _cell(tmp_path, "base", config=launches[-1], launches=launches)
     fixed = [{"random_seed": 7, "attention_backend": "flashinfer"}] * 2
     cell = _cell(tmp_path, "cell", config=fixed[-1], launches=fixed)
-    drift = diff(collect(cell, patterns), collect(base, patterns), differs={}, ranking=ranking,
-                 cell_server_args=("--random-seed", "7"))  # fmt: skip
+    drift = diff(
+        collect(cell, patterns),
+        collect(base, patterns),
+        differs={},
+        ranking=ranking,
+        cell_server_args=("--random-seed", "7"),
+    )
     assert [d.key for d in drift.intended] == ["server:random_seed"]
     assert drift.unintended == () and drift.volatile == ()
 

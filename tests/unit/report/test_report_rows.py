@@ -28,10 +28,14 @@ def test_the_engine_version_is_one_row(tmp_path: Path) -> None:
 
 def test_an_outlier_note_is_facts_not_json() -> None:
     facts: JSONObject = {
-        "before": {"time": "2026-12-01T03:00:00+00:00", "loadavg": [3.2, 4.1, 4.8],
-                   "cpu_count": 2, "gpus": [{"sm_clock_mhz": 1980, "temp_c": 41}]},
+        "before": {
+            "time": "2026-12-01T03:00:00+00:00",
+            "loadavg": [3.2, 4.1, 4.8],
+            "cpu_count": 2,
+            "gpus": [{"sm_clock_mhz": 1980, "temp_c": 41}],
+        },
         "after": {"gpus": None, "loadavg": []},
-    }  # fmt: skip
+    }
     assert facts_text(facts) == (
         "before.loadavg=3.2/4.1/4.8, before.cpu_count=2, before.gpus[0].sm_clock_mhz=1980, "
         "before.gpus[0].temp_c=41"
@@ -52,8 +56,14 @@ def test_an_outlier_note_names_what_sets_it_apart() -> None:
 
     def launch(sm: int, load: float, procs: list[str]) -> JSONObject:
         gpu: JSONObject = {"name": "NVIDIA H200", "clocks.sm": str(sm)}
-        return {"before": {"loadavg": [load, 1.0, 0.5], "cpu_count": 16, "gpus": [gpu],
-                           "gpu_processes": list[JSONValue](procs)}}  # fmt: skip
+        return {
+            "before": {
+                "loadavg": [load, 1.0, 0.5],
+                "cpu_count": 16,
+                "gpus": [gpu],
+                "gpu_processes": list[JSONValue](procs),
+            }
+        }
 
     others = [launch(1980, 1.2, []), launch(1980, 2.0, []), launch(1965, 1.5, [])]
     assert distinct_facts(launch(1970, 1.4, []), others) == ""

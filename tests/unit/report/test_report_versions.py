@@ -39,8 +39,13 @@ def _layered(tmp_path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     _installed(venv, "transformers", "5.8.1")
     _installed(base, "transformers", "5.17.0")
     env = os.environ | {"PYTHONPATH": os.pathsep.join((str(venv), str(base)))}
-    listed = subprocess.run([sys.executable, str(lockscript_path())], env=env,
-                            capture_output=True, text=True, check=True)  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, str(lockscript_path())],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lock = parse_lockscript_output(listed.stdout, Cell(id="layered", python=PY))
     inventory = read_inventory([venv, base], scan_binaries=False)
     return [e.to_dict() for e in lock], [d.to_dict() for d in inventory.distributions]
@@ -51,10 +56,14 @@ def test_a_layered_venv_shows_the_version_it_imports_and_the_one_it_shadows(tmp_
     # the lock names the copy importlib.metadata listed last: the shadowed one
     assert {e["version"] for e in lock if e["name"] == "transformers"} == {"5.17.0"}
     probe = {"imports": {"transformers": {"version": "5.8.1"}}}
-    cell = CellResults(id="layered", path=tmp_path, phases={
-        "build": _phase("build", "layered", {"lock": lock}),
-        "check": _phase("check", "layered", {"inventory": inventory, "probe": probe}),
-    })  # fmt: skip
+    cell = CellResults(
+        id="layered",
+        path=tmp_path,
+        phases={
+            "build": _phase("build", "layered", {"lock": lock}),
+            "check": _phase("check", "layered", {"inventory": inventory, "probe": probe}),
+        },
+    )
     versions = cell_versions(cell, ("transformers",))
     assert versions["transformers"] == "5.8.1 (shadows 5.17.0)"
 
@@ -65,10 +74,14 @@ def test_without_the_check_inventory_the_probe_import_decides(tmp_path):
         {"name": "sglang-kernel", "version": "0.4.4"},
     ]
     probe = {"imports": {"transformers": {"version": "5.8.1"}, "sgl_kernel": {"version": "0.4.4"}}}
-    cell = CellResults(id="c", path=tmp_path, phases={
-        "build": _phase("build", "c", {"lock": lock}),
-        "check": _phase("check", "c", {"probe": probe}),
-    })  # fmt: skip
+    cell = CellResults(
+        id="c",
+        path=tmp_path,
+        phases={
+            "build": _phase("build", "c", {"lock": lock}),
+            "check": _phase("check", "c", {"probe": probe}),
+        },
+    )
     versions = cell_versions(cell, ("transformers", "sgl-kernel", "sglang-kernel"))
     assert versions["transformers"] == "5.8.1 (shadows 5.17.0)"
     # sgl_kernel is the import of either name: only the one installed is shown
@@ -78,10 +91,14 @@ def test_without_the_check_inventory_the_probe_import_decides(tmp_path):
 def test_one_copy_of_a_package_is_shown_as_is(tmp_path):
     lock = [{"name": "torch", "version": "2.9.1+cu128"}]
     inventory = [{"name": "torch", "version": "2.9.1+cu128"}]
-    cell = CellResults(id="c", path=tmp_path, phases={
-        "build": _phase("build", "c", {"lock": lock, "python_version": "3.12.3"}),
-        "check": _phase("check", "c", {"inventory": inventory}),
-    })  # fmt: skip
+    cell = CellResults(
+        id="c",
+        path=tmp_path,
+        phases={
+            "build": _phase("build", "c", {"lock": lock, "python_version": "3.12.3"}),
+            "check": _phase("check", "c", {"inventory": inventory}),
+        },
+    )
     assert cell_versions(cell, ("torch", "vllm")) == {"python": "3.12.3", "torch": "2.9.1+cu128"}
     lock_only = CellResults(
         id="d", path=tmp_path, phases={"build": _phase("build", "d", {"lock": lock})}

@@ -30,8 +30,10 @@ def test_spending_spends_all_of_alpha_and_nothing_before_the_first_look() -> Non
     assert sequential.spent(0.0, 0.05) == 0.0
     assert sequential.spent(1.0, 0.05) == pytest.approx(0.05)
     fractions = [k / 8 for k in range(3, 9)]
-    assert all(sequential.spent(a, 0.05) < sequential.spent(b, 0.05)
-               for a, b in itertools.pairwise(fractions))  # fmt: skip
+    assert all(
+        sequential.spent(a, 0.05) < sequential.spent(b, 0.05)
+        for a, b in itertools.pairwise(fractions)
+    )
 
 
 def test_each_look_is_stricter_than_alpha_and_looser_than_an_even_split() -> None:
@@ -105,8 +107,10 @@ def test_the_trend_rule_is_said_in_the_reason() -> None:
     assert "trends +1." in c.reason and "depends on when the run stopped" in c.reason
     # the same data without the drift is decided
     flat = [[v[0] / math.exp(0.01 * (k - 3.5))] for k, v in enumerate(cand)]
-    assert compare(flat, base, metric="decode_tok_s",
-                   thresholds=Thresholds(plan=(8, 8))).verdict is Verdict.FASTER  # fmt: skip
+    assert (
+        compare(flat, base, metric="decode_tok_s", thresholds=Thresholds(plan=(8, 8))).verdict
+        is Verdict.FASTER
+    )
 
 
 def test_the_order_stays_balanced_for_the_cells_that_continue() -> None:
@@ -118,10 +122,13 @@ def test_the_order_stays_balanced_for_the_cells_that_continue() -> None:
     clock = 0
     for k in range(1, 7):
         active = cells if k <= 3 else ["base", "a"]
-        net = {c: sum(1 if s < b else -1 for s, b in zip(starts[c], starts["base"], strict=False))
-               for c in ("a", "b")}  # fmt: skip
-        for cid, _ in schedule({c: [k] for c in active}, cells, "balanced", 11,
-                               baseline="base", balance=net):  # fmt: skip
+        net = {
+            c: sum(1 if s < b else -1 for s, b in zip(starts[c], starts["base"], strict=False))
+            for c in ("a", "b")
+        }
+        for cid, _ in schedule(
+            {c: [k] for c in active}, cells, "balanced", 11, baseline="base", balance=net
+        ):
             clock += 1
             starts[cid].append(clock)
     before = sum(s < b for s, b in zip(starts["a"], starts["base"], strict=True))
@@ -136,9 +143,16 @@ def test_the_power_figure_is_the_power_the_design_has() -> None:
     est = Estimate(diff=0.0, se=0.0, df=5, sd=sd_launch * math.sqrt(2), design="paired", pairs=6)
     change = detectable(est, th)
     assert change is not None and 0.004 < change < 0.02
-    quiet = Noise(launch_sd=sd_launch, host_cold=(0.0, 0.0), drift_per_cycle=0.0,
-                  first_in_cycle=0.0, cold_rate=0.0)  # fmt: skip
+    quiet = Noise(
+        launch_sd=sd_launch,
+        host_cold=(0.0, 0.0),
+        drift_per_cycle=0.0,
+        first_in_cycle=0.0,
+        cold_rate=0.0,
+    )
     rng = random.Random(2)
-    found = sum(run(rng, [change], low=3, high=6, noise=quiet, margin=1e-4).verdicts["c0"]
-                is Verdict.FASTER for _ in range(RUNS))  # fmt: skip
+    found = sum(
+        run(rng, [change], low=3, high=6, noise=quiet, margin=1e-4).verdicts["c0"] is Verdict.FASTER
+        for _ in range(RUNS)
+    )
     assert 0.7 <= found / RUNS <= 0.95

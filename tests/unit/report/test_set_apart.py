@@ -16,13 +16,17 @@ from stackmatrix.report.config_drift import Difference, Drift
 
 
 def _diff(key: str, base: str, value: str, because: str | None = None) -> Difference:
-    return Difference(key=key, baseline=base, value=value, intended=because is not None,
-                      because=because)  # fmt: skip
+    return Difference(
+        key=key, baseline=base, value=value, intended=because is not None, because=because
+    )
 
 
 def test_one_difference_is_named_as_the_one_with_who_asked_for_it() -> None:
-    drift = Drift(intended=(_diff("cell:server_args", "[]", '["--dtype", "float16"]',
-                                  "server_args"),), unintended=(), not_compared=())  # fmt: skip
+    drift = Drift(
+        intended=(_diff("cell:server_args", "[]", '["--dtype", "float16"]', "server_args"),),
+        unintended=(),
+        not_compared=(),
+    )
     text = set_apart(drift, "tf517")
     assert text == (
         "the one recorded setting that differs from tf517: server_args (cell) [] → "
@@ -43,8 +47,14 @@ def test_no_facts_no_sentence() -> None:
 
 
 def test_the_story_names_the_attention_backend_and_explain(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", spec_name="kimi-k25-cuda13", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi-k25-cuda13",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     outcome = build_report(run)
     cell = outcome.report.cell("cu130")
     assert cell.set_apart is not None
@@ -91,16 +101,28 @@ def test_what_one_definition_field_asks_for_is_one_change_without_explain() -> N
 
 
 def test_a_cell_never_built_here_gets_no_sentence(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", spec_name="kimi-k25-cuda13", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi-k25-cuda13",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     for name in ("build.json", "check.json", "bench.json"):
         (run / "cells" / "cu130" / name).unlink(missing_ok=True)
     assert build_report(run).report.cell("cu130").set_apart is None
 
 
 def test_no_sentence_against_a_baseline_never_built_here(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", spec_name="kimi-k25-cuda13", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi-k25-cuda13",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     for name in ("build.json", "check.json", "bench.json"):
         (run / "cells" / "cu128" / name).unlink(missing_ok=True)
     assert build_report(run).report.cell("cu130").set_apart is None

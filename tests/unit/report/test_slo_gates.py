@@ -76,8 +76,9 @@ def test_junit_has_a_case_per_cell_for_each_slo_verdict(tmp_path: Path) -> None:
     cases = _cases(build_report(_slower_at_c4(tmp_path)).junit)
     assert cases[("a", "slo[goodput]")] == ("pass", "baseline")
     assert cases[("a", "slo[largest_load]")] == (
-        "pass", "a (baseline) meets the SLO in every launch up to c4 (concurrency 4)."
-    )  # fmt: skip
+        "pass",
+        "a (baseline) meets the SLO in every launch up to c4 (concurrency 4).",
+    )
     assert cases[("b", "slo[goodput]")][0] == "pass"
     assert cases[("b", "slo[largest_load]")] == (
         "failure",

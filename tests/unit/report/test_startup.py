@@ -23,15 +23,23 @@ def _with_ready(run: Path, ready: dict[str, list[float]]) -> None:
 
 
 def _run(tmp_path: Path, ready: dict[str, list[float]]) -> Path:
-    run = write_run(tmp_path / "run", spec_name="kimi", baseline="cu128",
-                    cells=story_cells(), targets=["sm_120"], seed=7)  # fmt: skip
+    run = write_run(
+        tmp_path / "run",
+        spec_name="kimi",
+        baseline="cu128",
+        cells=story_cells(),
+        targets=["sm_120"],
+        seed=7,
+    )
     _with_ready(run, ready)
     return run
 
 
 def test_a_slow_start_against_the_baseline_is_a_note(tmp_path: Path) -> None:
-    run = _run(tmp_path, {"cu128": [84.0, 86.5, 85.0, 90.0, 85.5],
-                          "cu130": [171.0, 175.0, 169.5, 180.0, 172.0]})  # fmt: skip
+    run = _run(
+        tmp_path,
+        {"cu128": [84.0, 86.5, 85.0, 90.0, 85.5], "cu130": [171.0, 175.0, 169.5, 180.0, 172.0]},
+    )
     model = build_model(load_run(run))
     notes = [n for n in model.notes if "to be ready" in n]
     assert notes == [

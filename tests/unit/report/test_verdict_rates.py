@@ -41,9 +41,14 @@ def _launch(rng: random.Random, true: float, cycle: int, position: int, noise: N
 
 
 def simulate(
-    rng: random.Random, change: float, *, low: int, high: int, noise: Noise = H200,
+    rng: random.Random,
+    change: float,
+    *,
+    low: int,
+    high: int,
+    noise: Noise = H200,
     order: str = "balanced",
-) -> tuple[Verdict, int]:  # fmt: skip
+) -> tuple[Verdict, int]:
     """One run of a baseline and a candidate whose true decode speed differs by
     `change`; launches low..high per cell, as the bench phase runs them."""
     th = Thresholds(plan=(low, high) if high > low else None)
@@ -52,25 +57,41 @@ def simulate(
     slots: dict[str, list[int | None]] = {"base": [], "cand": []}
     truth = {"base": 100.0, "cand": 100.0 * (1 + change)}
     for cycle in range(1, high + 1):
-        sequence = balanced_cycle(["base", "cand"], cycle, seed) if order == "balanced" else [
-            "base", "cand"]  # fmt: skip
+        sequence = (
+            balanced_cycle(["base", "cand"], cycle, seed)
+            if order == "balanced"
+            else ["base", "cand"]
+        )
         for position, cid in enumerate(sequence):
             cells[cid].append([_launch(rng, truth[cid], cycle, position, noise)])
             slots[cid].append(2 * cycle + position)
         if cycle < low:
             continue
-        verdict = compare(cells["cand"], cells["base"], metric="decode_tok_s", thresholds=th,
-                          slots=(slots["cand"], slots["base"])).verdict  # fmt: skip
+        verdict = compare(
+            cells["cand"],
+            cells["base"],
+            metric="decode_tok_s",
+            thresholds=th,
+            slots=(slots["cand"], slots["base"]),
+        ).verdict
         if verdict.decided or cycle == high:
             return verdict, cycle
     raise AssertionError("unreachable")
 
 
-def rates(change: float, *, low: int, high: int, noise: Noise = H200, order: str = "balanced",
-          seed: int = 1) -> tuple[Counter[Verdict], float]:  # fmt: skip
+def rates(
+    change: float,
+    *,
+    low: int,
+    high: int,
+    noise: Noise = H200,
+    order: str = "balanced",
+    seed: int = 1,
+) -> tuple[Counter[Verdict], float]:
     rng = random.Random(seed)
-    runs = [simulate(rng, change, low=low, high=high, noise=noise, order=order)
-            for _ in range(SIMS)]  # fmt: skip
+    runs = [
+        simulate(rng, change, low=low, high=high, noise=noise, order=order) for _ in range(SIMS)
+    ]
     counts = Counter(v for v, _ in runs)
     return counts, sum(n for _, n in runs) / len(runs)
 
@@ -125,11 +146,13 @@ def test_one_cold_launch_neither_decides_nor_hides_a_verdict():
 def test_the_rule_rarely_rejects_an_ordinary_launch():
     rng = random.Random(3)
     trials = 4000
-    hits = sum(bool(rejected([math.exp(rng.gauss(0, 0.01)) for _ in range(3)]))
-               for _ in range(trials))  # fmt: skip
+    hits = sum(
+        bool(rejected([math.exp(rng.gauss(0, 0.01)) for _ in range(3)])) for _ in range(trials)
+    )
     assert hits / trials <= 0.01
-    noisy = sum(bool(rejected([math.exp(rng.gauss(0, 0.10)) for _ in range(5)]))
-                for _ in range(trials))  # fmt: skip
+    noisy = sum(
+        bool(rejected([math.exp(rng.gauss(0, 0.10)) for _ in range(5)])) for _ in range(trials)
+    )
     assert noisy / trials <= 0.05
 
 
