@@ -2,7 +2,7 @@
 
 It reports the launch-to-launch and within-launch variation of the headline metric
 and the smallest change a verdict could detect with K launches per cell (the power
-calculation is in stackmatrix.report.power and described in docs/report.md).
+calculation is in stackmatrix.stats.power and described in docs/report.md).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from stackmatrix.results import RunDir
 from stackmatrix.spec import MAX_LAUNCHES, load_spec
 
 if TYPE_CHECKING:
-    from stackmatrix.report.power import Calibration
+    from stackmatrix.stats.power import Calibration
 
 
 def launch_values(bench_data: Mapping[str, JSONValue], metric: str) -> list[list[float]]:
@@ -34,7 +34,7 @@ def launch_values(bench_data: Mapping[str, JSONValue], metric: str) -> list[list
 
 def calibrate_main(args: argparse.Namespace) -> int:
     from stackmatrix._console import Console
-    from stackmatrix.report.power import calibrate
+    from stackmatrix.stats.power import calibrate
 
     if not 2 <= args.launches <= MAX_LAUNCHES:  # as a spec's bench.launches is
         raise UsageError(
@@ -127,7 +127,7 @@ def noise_note(
     """What `run` prints once a cell (the baseline when it has enough launches, matrix.json's
     `calibration.cell`) has enough launches to estimate noise, and the one power figure the
     report gives: each verdict's own `detectable` (its paired spread at the plan's last
-    look; report/stats.py), not a second estimate from one cell's launches."""
+    look; stats/verdict.py), not a second estimate from one cell's launches."""
     if not calibration:
         return []
     sd = float(calibration.get("per_launch_sd", 0.0))

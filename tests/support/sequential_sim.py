@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stackmatrix.bench.schedule import schedule
-from stackmatrix.report.stats import Spending, Thresholds, Verdict, compare
+from stackmatrix.stats.verdict import Spending, Thresholds, Verdict, compare
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 from stackmatrix.calibrate import CalibrationData, launch_values, noise_note, render
 from stackmatrix.cli import main
 from stackmatrix.records._read import JSONObject
-from stackmatrix.report.power import Calibration
+from stackmatrix.stats.power import Calibration
 
 
 def test_launch_values_skip_failed_rounds() -> None:

@@ -9,7 +9,8 @@ import pytest
 from stackmatrix import metric_registry, spec_model
 from stackmatrix.bench.client import RequestRecord
 from stackmatrix.bench.metrics import round_metrics
-from stackmatrix.report import _fmt, stats
+from stackmatrix.report import _fmt
+from stackmatrix.stats import verdict as stats
 
 
 def _rec(index: int, *, cached: int | None = None, error: str | None = None) -> RequestRecord:

@@ -24,7 +24,7 @@ SCRIPT = ROOT / "scripts" / "code-metrics.py"
 LISTED = Path(__file__).with_name("phase_imports.txt")
 PHASES = ("spec", "build", "check", "bench", "report", "explain", "executor", "pipeline")
 # the typed records of the results files: what every phase reads them through
-SHARED_PACKAGES = ("records",)
+SHARED_PACKAGES = ("records", "stats")
 
 
 def _metrics() -> ModuleType:

@@ -3,8 +3,8 @@ one more cycle at a time for the cells still undecided (and the baseline, whose
 launch in the same cycle each of them is paired with), until every cell is decided
 or `max` is reached.
 
-The decision is the report's own (report/stats.py `compare`), each look held to the
-level a group-sequential error-spending design gives it (report/sequential.py): the
+The decision is the report's own (stats/verdict.py `compare`), each look held to the
+level a group-sequential error-spending design gives it (stats/sequential.py): the
 error rates hold however often the verdict is looked at (docs/report.md). Each
 look and its outcome is recorded in the cells' bench.json under "launch_plan"."""
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from stackmatrix.bench._cell import CellState
 from stackmatrix.records import BenchData
-from stackmatrix.report.stats import Comparison, Thresholds, compare
 from stackmatrix.spec_model import Bench, Spec
+from stackmatrix.stats.verdict import Comparison, Thresholds, compare
 
 
 @dataclass(frozen=True, kw_only=True)

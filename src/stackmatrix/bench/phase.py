@@ -39,7 +39,7 @@ from stackmatrix.results import CellDir, PhaseResult, PhaseRun, RunDir, Status, 
 from stackmatrix.spec_model import Bench, Spec
 
 if TYPE_CHECKING:
-    from stackmatrix.report.stats import Comparison
+    from stackmatrix.stats.verdict import Comparison
 
 log = logging.getLogger(__name__)
 

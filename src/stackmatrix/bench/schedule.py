@@ -12,7 +12,7 @@
   design's rows within each set of cycles, are drawn from the recorded seed. On the
   H200, a fixed order (the baseline always first) turned a position effect into a
   +3.8% "difference" between two identical cells; a balanced order makes it cancel
-  in the paired analysis (report/stats.py). When cells stop early (adaptive launches)
+  in the paired analysis (stats/verdict.py). When cells stop early (adaptive launches)
   the design of the full set no longer balances the cells that continue, so with a
   baseline named the order of each cycle is the one that keeps every candidate's
   count of running before and after the baseline closest to even, counting the cycles

@@ -13,8 +13,8 @@ from stackmatrix.errors import ResultsError, StackmatrixError, UsageError
 from stackmatrix.explain.derive import Derived, derive
 from stackmatrix.report.load import RunResults, load_run
 from stackmatrix.report.model import build_model
-from stackmatrix.report.stats import Thresholds
 from stackmatrix.spec_model import Cell, Spec
+from stackmatrix.stats.verdict import Thresholds
 
 SPEC_LIMIT = 16 << 20  # a spec is a few KiB; its copy in a results directory no more
 

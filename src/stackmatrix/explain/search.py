@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from stackmatrix.records._read import JSONObject, JSONValue
-from stackmatrix.report.stats import Comparison, Thresholds, Verdict, compare
+from stackmatrix.stats.verdict import Comparison, Thresholds, Verdict, compare
 
 T = TypeVar("T")
 Launches = list[list[float]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from stackmatrix.report.build import DEFAULT_HISTORY, ReportOutcome, build_report
 from stackmatrix.report.policy import POLICIES, parse_fail_on
-from stackmatrix.report.power import Calibration, calibrate
-from stackmatrix.report.stats import Comparison, Thresholds, Verdict
+from stackmatrix.stats.power import Calibration, calibrate
+from stackmatrix.stats.verdict import Comparison, Thresholds, Verdict
 
 __all__ = [
     "DEFAULT_HISTORY",

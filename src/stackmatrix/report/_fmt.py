@@ -10,7 +10,7 @@ from stackmatrix import metric_registry
 from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.latency import KINDS, SMALL_P999, LatencyRow, Percentiles
-from stackmatrix.report.stats import Comparison, Interval
+from stackmatrix.stats.verdict import Comparison, Interval
 
 METRIC_LABELS = metric_registry.LABELS
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from stackmatrix.report import _fmt
 from stackmatrix.report.frontier import CellFrontier, FrontierPoint, Load, per_gpu
-from stackmatrix.report.stats import Comparison
 from stackmatrix.spec_model import SloBound
+from stackmatrix.stats.verdict import Comparison
 
 TITLE = "SLO, goodput and the frontier"
 NOTE = (

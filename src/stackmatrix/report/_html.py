@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from stackmatrix import _sanitize
-from stackmatrix.report.stats import Verdict
+from stackmatrix.stats.verdict import Verdict
 
 TONE = {
     Verdict.BASELINE: "base",

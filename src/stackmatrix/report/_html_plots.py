@@ -9,8 +9,8 @@ from stackmatrix.report._svg_frontier import Curve, Line, Mark, frontier_plot
 from stackmatrix.report.frontier import CellFrontier, FrontierPoint, per_gpu
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import MatrixReport, PointRow
-from stackmatrix.report.stats import Interval, Verdict
 from stackmatrix.spec_model import SloBound
+from stackmatrix.stats.verdict import Interval, Verdict
 
 
 def time_order(report: MatrixReport) -> str:

@@ -17,9 +17,9 @@ from stackmatrix.report.compat_why import compat_why, finding_order
 from stackmatrix.report.load import CellResults, RunResults, read_requests
 from stackmatrix.report.mapped import live_mapped
 from stackmatrix.report.matrix import MISSING, UNREADABLE, CellReport, LaunchRow, PhaseSummary
-from stackmatrix.report.stats import Comparison, Thresholds, interval, launch_samples
 from stackmatrix.report.versions import cell_versions
 from stackmatrix.results import PHASES, Status
+from stackmatrix.stats.verdict import Comparison, Thresholds, interval, launch_samples
 
 _GAP_RANK = {"none": 0, "ptx": 1, "native": 2, "n/a": 3}  # n/a: no GPU code, no gap
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -151,7 +151,7 @@ def _launch_rows(
 def _mark_outliers(rows: list[LaunchRow]) -> tuple[LaunchRow, ...]:
     """A launch far from the others (robust z > 3.5 on the log scale, and > 2% off): the
     report's mark and the cold-start notes. The verdict's own rejection rule is stricter
-    (report/outliers.py); what it left out is listed with the comparison."""
+    (stats/outliers.py); what it left out is listed with the comparison."""
     values = [math.log(r.value) for r in rows if r.value and r.value > 0]
     if len(values) < 3:
         return tuple(rows)

@@ -1,6 +1,6 @@
 """A cell's values against the baseline's under the run's design: each launch's cycle
 and start time (which pairs them and which ran first), and the adaptive plan's looks;
-the headline, every load point and goodput are judged so (report/stats.py)."""
+the headline, every load point and goodput are judged so (stats/verdict.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from stackmatrix.report.load import CellResults
-from stackmatrix.report.stats import Comparison, Thresholds, Verdict, compare
+from stackmatrix.stats.verdict import Comparison, Thresholds, Verdict, compare
 
 
 def judged(

@@ -22,7 +22,8 @@ from stackmatrix.report.latency import LatencyRow, latency_row
 from stackmatrix.report.load import CellResults, RunResults
 from stackmatrix.report.protocol import cell_gpus
 from stackmatrix.report.slo import LaunchSlo, cell_slo
-from stackmatrix.report.stats import (
+from stackmatrix.spec_model import SloBound, Workload
+from stackmatrix.stats.verdict import (
     Comparison,
     Interval,
     Thresholds,
@@ -30,7 +31,6 @@ from stackmatrix.report.stats import (
     interval,
     launch_samples,
 )
-from stackmatrix.spec_model import SloBound, Workload
 
 THROUGHPUT = OUTPUT_THROUGHPUT.name
 PER_USER = "decode_tok_s"  # a round's median over requests of 1 / TPOT (bench/metrics.py)
@@ -282,7 +282,7 @@ def _within(figures: Mapping[str, float | None], bounds: Sequence[SloBound]) -> 
 
 
 def band(launches: Sequence[Sequence[float]], confidence: float) -> Interval | None:
-    """The value over launches with its t interval, as the headline's (report/stats.py);
+    """The value over launches with its t interval, as the headline's (stats/verdict.py);
     where a launch has a zero (no request met the SLO), the median of launches alone:
     a geometric mean of a zero says nothing."""
     measured = [list(r) for r in launches if r]

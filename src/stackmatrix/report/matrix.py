@@ -17,11 +17,11 @@ from stackmatrix.report.failures import failure_text
 from stackmatrix.report.frontier import CellFrontier, Load
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.mapped import LiveMapped
-from stackmatrix.report.power import Calibration
 from stackmatrix.report.protocol import Protocol
-from stackmatrix.report.stats import Comparison, Interval, Thresholds, Verdict
 from stackmatrix.results import Status
 from stackmatrix.spec_model import SloBound
+from stackmatrix.stats.power import Calibration
+from stackmatrix.stats.verdict import Comparison, Interval, Thresholds, Verdict
 
 SCHEMA_VERSION = 1
 

@@ -40,18 +40,18 @@ from stackmatrix.report.matrix import (
     PhaseSummary,
     PointRow,
 )
-from stackmatrix.report.power import Calibration, calibrate
 from stackmatrix.report.prompt_lengths import prompt_length_notes
 from stackmatrix.report.protocol import protocol
-from stackmatrix.report.stats import (
+from stackmatrix.spec.report import parse_slo
+from stackmatrix.spec_model import SloBound
+from stackmatrix.stats.power import Calibration, calibrate
+from stackmatrix.stats.verdict import (
     Comparison,
     Thresholds,
     higher_is_better,
     interval,
     launch_samples,
 )
-from stackmatrix.spec.report import parse_slo
-from stackmatrix.spec_model import SloBound
 
 log = logging.getLogger(__name__)
 __all__ = [  # the model's classes, here too: stackmatrix.report.model is the public path

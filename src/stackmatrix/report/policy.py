@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from stackmatrix.report import _frontier_text
 from stackmatrix.report.frontier import CellFrontier
 from stackmatrix.report.matrix import CellReport, MatrixReport
-from stackmatrix.report.stats import Verdict
 from stackmatrix.spec import parse_fail_on
 from stackmatrix.spec_model import FAIL_ON, SLO_FAIL_ON
+from stackmatrix.stats.verdict import Verdict
 
 POLICIES = FAIL_ON
 __all__ = ["POLICIES", "failures", "parse_fail_on", "slo_failures"]

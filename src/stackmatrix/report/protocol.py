@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from stackmatrix.records._read import JSONObject, plain
-from stackmatrix.report._tdist import t_ppf
 from stackmatrix.report.load import CellResults
-from stackmatrix.report.stats import Thresholds
 from stackmatrix.results import Status
+from stackmatrix.stats.tdist import t_ppf
+from stackmatrix.stats.verdict import Thresholds
 
 
 @dataclass(frozen=True, kw_only=True)

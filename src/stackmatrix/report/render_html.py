@@ -29,7 +29,7 @@ from stackmatrix.report._html_plots import time_order as _time_order
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.report.render_md import PHASE_KINDS
-from stackmatrix.report.stats import Verdict
+from stackmatrix.stats.verdict import Verdict
 
 
 def render(report: MatrixReport) -> str:

@@ -12,7 +12,7 @@ from stackmatrix.report import _frontier_text
 from stackmatrix.report.frontier import CellFrontier
 from stackmatrix.report.matrix import CellReport, MatrixReport, PhaseSummary
 from stackmatrix.report.policy import baseline_frontier
-from stackmatrix.report.stats import Verdict
+from stackmatrix.stats.verdict import Verdict
 
 # (outcome, message): outcome is "pass", "failure", "error" or "skipped"
 _Case = tuple[str, str, str]  # (name, outcome, message)

@@ -14,7 +14,7 @@ from stackmatrix.report import _fmt, _frontier_text
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import CellReport, MatrixReport
-from stackmatrix.report.stats import Verdict
+from stackmatrix.stats.verdict import Verdict
 
 _BESIDE = 8  # unintended differences shown next to a verdict; the rest go to details
 _MESSAGE_LINES = 12  # of a multi-line phase message (a server's last log lines)

@@ -149,10 +149,10 @@ def _rounds(
         bench=Bench(model="m", **bench),
         engine=eng,
         st=st,  # type: ignore[arg-type]
-        srv=srv,
+        srv=srv,  # type: ignore[arg-type]
         model="m",
         k=1,
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_every_round_starts_from_an_emptied_cache_before_its_warmup(tmp_path, events):

@@ -121,10 +121,10 @@ def _rounds(tmp_path: Any, **bench: Any) -> _launch._Rounds:
     return _launch._Rounds(
         bench=Bench(model="m", **bench),
         engine=get_engine("transformers"),
-        st=st,
-        srv=srv,
+        st=st,  # type: ignore[arg-type]
+        srv=srv,  # type: ignore[arg-type]
         model="m",
-        k=1,  # type: ignore[arg-type]
+        k=1,
     )
 
 

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 
 from stackmatrix.explain.search import Outcome, RoundData, search, split
-from stackmatrix.report.stats import Thresholds
+from stackmatrix.stats.verdict import Thresholds
 
 TH = Thresholds(min_effect=0.02)
 # launch noise of the simulated cells: "explains" and "no effect" need equivalence

@@ -4,10 +4,9 @@ import random
 from typing import Any
 
 import pytest
+from tests.unit.stats.test_stats import simulate
 
-from stackmatrix.report.stats import Verdict, calibrate, compare
-
-from .test_stats import simulate
+from stackmatrix.stats.verdict import Verdict, calibrate, compare
 
 
 def test_recovers_launch_and_within_launch_noise():

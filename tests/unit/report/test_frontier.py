@@ -21,8 +21,8 @@ from stackmatrix.report.load import load_run
 from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import build_model
 from stackmatrix.report.slo import request_meets, round_slo
-from stackmatrix.report.stats import Verdict
 from stackmatrix.spec_model import SloBound
+from stackmatrix.stats.verdict import Verdict
 
 SLO = {"ttft_p99_ms": 100.0, "tpot_p99_ms": 10.0}
 BOUNDS = (

@@ -16,7 +16,7 @@ from stackmatrix.report._svg import AXIS_NOTE, BoxRow, IntervalRow, TimePoint, T
 from stackmatrix.report.load import load_run
 from stackmatrix.report.matrix import LoadPointReport, MatrixReport, PointRow
 from stackmatrix.report.model import build_model
-from stackmatrix.report.stats import Interval
+from stackmatrix.stats.verdict import Interval
 
 _CIRCLE = re.compile(
     r'<circle cx="([\d.]+)" [^>]*stroke="(#[0-9a-f]{6})"[^>]*data-cell="([^"]+)">'

@@ -8,7 +8,7 @@ import pytest
 
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.report import build_report, parse_fail_on
-from stackmatrix.report.stats import Verdict
+from stackmatrix.stats.verdict import Verdict
 
 from ._results import bench_data, finding, phase, run_dir, write
 

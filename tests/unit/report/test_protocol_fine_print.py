@@ -12,8 +12,8 @@ from tests.support.synthetic import SyntheticCell, write_run
 
 from stackmatrix.report.load import load_run
 from stackmatrix.report.protocol import protocol
-from stackmatrix.report.stats import Thresholds
 from stackmatrix.results import Status
+from stackmatrix.stats.verdict import Thresholds
 
 PLAN = {"min": 3, "max": 5, "looks": 3}
 

@@ -15,7 +15,7 @@ import pytest
 from tests.support.synthetic import story_cells, write_run
 
 from stackmatrix.report import build_report
-from stackmatrix.report.stats import Verdict
+from stackmatrix.stats.verdict import Verdict
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import pytest
 
 from stackmatrix.bench.schedule import balanced_cycle
-from stackmatrix.report.outliers import rejected
-from stackmatrix.report.stats import Thresholds, Verdict, compare
+from stackmatrix.stats.outliers import rejected
+from stackmatrix.stats.verdict import Thresholds, Verdict, compare
 
 SIMS = 1000
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from stackmatrix.report._tdist import incomplete_beta, t_cdf, t_ppf
+from stackmatrix.stats.tdist import incomplete_beta, t_cdf, t_ppf
 
 
 @pytest.mark.parametrize(

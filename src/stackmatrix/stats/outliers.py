@@ -11,7 +11,7 @@ a noisy server's ordinary launches. The rule applies only to a quiet cell, whose
 robust spread is at most 1.5 x min_effect: there a cold launch is unmistakable, and
 on a noisy server rejecting its farthest ordinary launch would narrow the interval
 and raise the false-alarm rate. Its error rates are measured by simulation in
-tests/unit/report/test_verdict_rates.py and tests/unit/report/test_stats.py.
+tests/unit/report/test_verdict_rates.py and tests/unit/stats/test_stats.py.
 """
 
 from __future__ import annotations

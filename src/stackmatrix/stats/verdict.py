@@ -13,14 +13,14 @@ Method (docs/report.md says the same at more length):
   cancel: the ratios then trend, and a verdict whose ratios trend is not decided (it
   would depend on when the run stopped). Without two common cycles it falls back to
   Welch's unpaired interval, and with one launch per cell to the rounds of that launch.
-* One bad launch (a cold start) is rejected by a stated rule (report/outliers.py) and
+* One bad launch (a cold start) is rejected by a stated rule (stats/outliers.py) and
   its cycle left out of the pairs.
 * Two tests, each at the report's alpha (1 - confidence): the difference (two-sided:
   `faster` or `slower` when its interval excludes no change) and equivalence (two
   one-sided tests against +-min_effect, TOST: `equivalent` when the (1 - 2 alpha)
   interval lies within the margin). With adaptive launches (`launches = {min, max}`)
   the verdict is looked at after every cycle, and each look is held to the level a
-  group-sequential error-spending design gives it (report/sequential.py): the error
+  group-sequential error-spending design gives it (stats/sequential.py): the error
   rates hold under repeated looks without the waste of an even split.
 * Four verdicts: `equivalent`, `slower`, `faster`, or `inconclusive` with the launches
   per cell that would decide it.
@@ -40,9 +40,8 @@ from stackmatrix.metric_registry import DEFAULT_HEADLINE
 # a metric's direction is the registry's; the name stays importable from here
 from stackmatrix.metric_registry import higher_is_better as higher_is_better
 from stackmatrix.records._read import JSONObject
-from stackmatrix.report import sequential
-from stackmatrix.report._tdist import t_cdf, t_ppf
-from stackmatrix.report.estimate import (
+from stackmatrix.stats import sequential
+from stackmatrix.stats.estimate import (
     Blocks,
     Design,
     Estimate,
@@ -53,11 +52,12 @@ from stackmatrix.report.estimate import (
     welch,
 )
 
-# the calibration lives in report/power.py; these names stay importable from here
-from stackmatrix.report.power import Calibration as Calibration
-from stackmatrix.report.power import calibrate as calibrate
-from stackmatrix.report.power import detectable_change as detectable_change
-from stackmatrix.report.power import positive
+# the calibration lives in stats/power.py; these names stay importable from here
+from stackmatrix.stats.power import Calibration as Calibration
+from stackmatrix.stats.power import calibrate as calibrate
+from stackmatrix.stats.power import detectable_change as detectable_change
+from stackmatrix.stats.power import positive
+from stackmatrix.stats.tdist import t_cdf, t_ppf
 
 SampleUnit = Literal["launch", "round"]
 Spending = Literal["pocock", "bonferroni"]
@@ -91,12 +91,12 @@ class Thresholds:
     power: float = 0.8  # used to say how many launches would settle an open question
     # the adaptive plan's launches per cell (min, max); None: a fixed plan, one look
     plan: tuple[int, int] | None = None
-    # how looks share alpha: error spending (report/sequential.py), or an even split
+    # how looks share alpha: error spending (stats/sequential.py), or an even split
     # over the looks with equivalence from the (1 - alpha) interval, the earlier rule,
     # kept to measure the design against (benchmarks/bench_sequential.py)
     spending: Spending = "pocock"
     # fewest pairs with which the paired model fits a term for the position in the
-    # cycle (None: report/estimate.py's rule); a term costs a degree of freedom
+    # cycle (None: stats/estimate.py's rule); a term costs a degree of freedom
     position_from: int | None = None
 
     @property

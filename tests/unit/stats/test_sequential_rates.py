@@ -12,9 +12,9 @@ import pytest
 from tests.support.sequential_sim import H200, NEW, OLD, Noise, rates, run
 
 from stackmatrix.bench.schedule import schedule
-from stackmatrix.report import sequential
-from stackmatrix.report.estimate import Estimate
-from stackmatrix.report.stats import Thresholds, Verdict, compare, detectable
+from stackmatrix.stats import sequential
+from stackmatrix.stats.estimate import Estimate
+from stackmatrix.stats.verdict import Thresholds, Verdict, compare, detectable
 
 RUNS = 400
 

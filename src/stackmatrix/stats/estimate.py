@@ -1,4 +1,4 @@
-"""The estimate behind a verdict (report/stats.py): each side's launches after the
+"""The estimate behind a verdict (stats/verdict.py): each side's launches after the
 one-bad-launch rule, paired by cycle (with a term for the position in the cycle when
 the design allows it), or unpaired (Welch) without common cycles. Log scale: a
 difference of 0.01 is about 1%."""
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from stackmatrix.report._tdist import t_ppf
-from stackmatrix.report.outliers import rejected
-from stackmatrix.report.power import positive
+from stackmatrix.stats.outliers import rejected
+from stackmatrix.stats.power import positive
+from stackmatrix.stats.tdist import t_ppf
 
 Design = Literal["paired", "unpaired", "rounds"]
 
@@ -107,7 +107,7 @@ def ran_first(a: Side, b: Side, block: int) -> int | None:
     return 1 if a.slot[block] < b.slot[block] else -1
 
 
-MIN_PAIRS_FOR_POSITION = 6  # chosen by simulation (tests/unit/report/test_sequential_rates.py)
+MIN_PAIRS_FOR_POSITION = 6  # chosen by simulation (tests/unit/stats/test_sequential_rates.py)
 MIN_PAIRS_FOR_TREND = 4
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stackmatrix.records._read import JSONObject
-from stackmatrix.report._tdist import t_ppf
+from stackmatrix.stats.tdist import t_ppf
 
 
 def positive(values: Sequence[float]) -> list[float]:

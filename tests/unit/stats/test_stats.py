@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackmatrix.report.stats import (
+from stackmatrix.stats.verdict import (
     Thresholds,
     Verdict,
     compare,

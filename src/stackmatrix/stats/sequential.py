@@ -16,7 +16,7 @@ numerical integration over a grid, then applied to each look's t statistic at it
 degrees of freedom. The spending function is Pocock's, alpha * ln(1 + (e - 1) t): it
 spends early, where the data of a quiet GPU already decide, which is where launches
 are saved. Its error rates and expected launches, against the even split, are measured
-by simulation (tests/unit/report/test_sequential_rates.py,
+by simulation (tests/unit/stats/test_sequential_rates.py,
 benchmarks/bench_sequential.py).
 
 Two tests use it, each at the report's alpha:
