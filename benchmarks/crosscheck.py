@@ -25,8 +25,8 @@ from stackmatrix.bench.server import launch
 from stackmatrix.bench.tinymodel import make_tiny_model
 from stackmatrix.bench.workload import generate
 from stackmatrix.build.base import Environment
-from stackmatrix.report._tdist import t_ppf
 from stackmatrix.spec_model import Workload
+from stackmatrix.stats.tdist import t_ppf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's fixtures
 from tests.support.cpuenv import cache_root, ensure_cpu_serving_env

@@ -41,8 +41,8 @@ from stackmatrix.bench.metrics import round_metrics
 from stackmatrix.bench.server import launch
 from stackmatrix.bench.workload import generate
 from stackmatrix.build.base import Environment
-from stackmatrix.report._tdist import t_ppf
 from stackmatrix.spec_model import Workload
+from stackmatrix.stats.tdist import t_ppf
 
 SERVER_ARGS = (
     "--load-format",
