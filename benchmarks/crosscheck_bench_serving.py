@@ -13,9 +13,14 @@ counted, and the server log's own decode speed at `--concurrency` running reques
     PYTHONPATH=src:/tmp/kit-site python3 benchmarks/crosscheck_bench_serving.py \\
         --model /tmp/tiny-kimi --out /tmp/xcheck --reps 6
 
-Writes OUT/server.log, OUT/bench-serving-R<k>.jsonl (bench_serving's own output),
-OUT/ours-R<k>.jsonl (our request records), OUT/summary.json (every figure and the
-paired ratios). See docs/bench.md ("Cross-check against sglang.bench_serving").
+`--backends sglang,sglang-oai` measures bench_serving through each of its backends:
+`sglang` streams from /generate, `sglang-oai` from /v1/completions, the endpoint
+stackmatrix's client uses; the second tells what the endpoint costs apart from the client.
+
+Writes OUT/server.log, OUT/bench-serving-<backend>-R<k>.jsonl (bench_serving's own
+output), OUT/ours-R<k>.jsonl (our request records), OUT/summary.json (every figure and
+the paired ratios). Each rep's figures are printed after the last rep, once the server
+log's witness is in them. See docs/bench.md ("Cross-check against sglang.bench_serving").
 """
 
 from __future__ import annotations
@@ -70,7 +75,15 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--ready-timeout-s", type=float, default=420)
+    ap.add_argument(
+        "--backends",
+        default="sglang",
+        help="bench_serving backends, comma-separated (sglang: /generate, sglang-oai: "
+        "/v1/completions)",
+    )
     args = ap.parse_args()
+    args.backends = [b for b in args.backends.split(",") if b]
+    sides = ["ours", *(side_name(b) for b in args.backends)]
     args.out.mkdir(parents=True, exist_ok=True)
     found, lengths = tok.find(None, args.model, None)
     if found is None:
@@ -105,21 +118,38 @@ def main() -> int:
             ignore_eos=True,
         )
         for rep in range(1, args.reps + 1):
-            order = ("ours", "theirs") if rep % 2 else ("theirs", "ours")
+            shift = (rep - 1) % len(sides)  # who goes first rotates
+            order = sides[shift:] + sides[:shift]
             row: dict[str, Any] = {"rep": rep, "first": order[0]}
             for side in order:
                 flush(srv.base_url)
                 if side == "ours":
                     row["ours"] = ours(requests, opts, args.out / f"ours-R{rep}.jsonl")
                 else:
-                    row["theirs"] = theirs(srv.base_url, args, rep)
+                    row[side] = theirs(srv.base_url, args, rep, BACKEND[side])
+                print(f"rep {rep}: {side} done", file=sys.stderr, flush=True)
             rows.append(row)
-            print(json.dumps(row), flush=True)
-    witness(rows, log_path.read_text(errors="replace"), args.concurrency)
-    summary = summarize(rows, args)
+            # kept as it comes, without the witness, should the run be cut short
+            with (args.out / "reps.jsonl").open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    witness(rows, log_path.read_text(errors="replace"), args.concurrency, sides)
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    summary = summarize(rows, args, sides)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary["paired"], indent=2))
     return 0
+
+
+# a side's key in each rep's row: bench_serving's sglang backend keeps the name
+# `theirs` of the first cross-check's files
+BACKEND = {"theirs": "sglang"}
+
+
+def side_name(backend: str) -> str:
+    name = "theirs" if backend == "sglang" else f"theirs-{backend}"
+    BACKEND[name] = backend
+    return name
 
 
 def flush(base_url: str) -> None:
@@ -148,15 +178,15 @@ def ours(requests: Any, opts: ClientOptions, path: Path) -> dict[str, Any]:
     }
 
 
-def theirs(base_url: str, args: argparse.Namespace, rep: int) -> dict[str, Any]:
+def theirs(base_url: str, args: argparse.Namespace, rep: int, backend: str) -> dict[str, Any]:
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
-    path = args.out / f"bench-serving-R{rep}.jsonl"
+    path = args.out / f"bench-serving-{backend}-R{rep}.jsonl"
     argv = [
         sys.executable,
         "-m",
         "sglang.bench_serving",
         "--backend",
-        "sglang",
+        backend,
         "--host",
         host,
         "--port",
@@ -191,7 +221,7 @@ def theirs(base_url: str, args: argparse.Namespace, rep: int) -> dict[str, Any]:
     t0 = time.time()
     res = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     t1 = time.time()
-    (args.out / f"bench-serving-R{rep}.log").write_text(res.stdout + res.stderr)
+    path.with_suffix(".log").write_text(res.stdout + res.stderr)
     if res.returncode != 0:
         raise RuntimeError(f"bench_serving failed ({res.returncode}): {res.stderr[-2000:]}")
     data = json.loads(path.read_text().splitlines()[-1])
@@ -206,7 +236,7 @@ def theirs(base_url: str, args: argparse.Namespace, rep: int) -> dict[str, Any]:
     }
 
 
-def witness(rows: list[dict[str, Any]], log: str, running: int) -> None:
+def witness(rows: list[dict[str, Any]], log: str, running: int, sides: list[str]) -> None:
     """The server's decode speed per request (gen throughput / running) in the log's
     lines at `running` requests, within each side's window (whole seconds inside it);
     and the prompt tokens the server prefilled there."""
@@ -215,14 +245,16 @@ def witness(rows: list[dict[str, Any]], log: str, running: int) -> None:
         when = dt.datetime.strptime(m["time"], "%Y-%m-%d %H:%M:%S").timestamp()
         lines.append((when, int(m["running"]), float(m["gen"])))
     for row in rows:
-        for side in ("ours", "theirs"):
+        for side in sides:
             t0, t1 = row[side]["window"]
             speeds = [g / n for when, n, g in lines if t0 + 1 <= when <= t1 - 1 and n == running]
             row[side]["log_decode_tok_s_per_req"] = statistics.median(speeds) if speeds else None
             row[side]["log_lines"] = len(speeds)
 
 
-def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+def summarize(
+    rows: list[dict[str, Any]], args: argparse.Namespace, sides: list[str]
+) -> dict[str, Any]:
     def ratio(key: str, a: str = "ours", b: str = "theirs") -> dict[str, Any]:
         pairs = [(r[a][key], r[b][key]) for r in rows if r[a].get(key) and r[b].get(key)]
         return interval([x / y for x, y in pairs])
@@ -236,24 +268,30 @@ def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         ]
         return interval([x / y for x, y in pairs])
 
+    paired: dict[str, Any] = {}
+    for side in sides[1:]:
+        name = "bench_serving" if side == "theirs" else f"bench_serving {BACKEND[side]}"
+        paired |= {
+            f"output_tok_s ours/{name}": ratio("output_tok_s", b=side),
+            f"median_tpot ours/{name}": ratio("median_tpot_ms", b=side),
+            f"log decode per request, ours' window / {name}'s": ratio(
+                "log_decode_tok_s_per_req", b=side
+            ),
+            f"{name} 1/median_tpot / log decode": per_user(side),
+            f"prompt tokens {name} sent per request": sorted(
+                {r[side]["client_prompt_tokens"] / r[side]["completed"] for r in rows}
+            ),
+        }
+    paired |= {
+        "ours 1/median_tpot / log decode": per_user("ours"),
+        "prompt tokens at the server (ours) per request": sorted(
+            {r["ours"]["server_prompt_tokens"] / r["ours"]["completed"] for r in rows}
+        ),
+    }
     return {
         "shape": vars(args) | {"out": str(args.out)},
         "reps": rows,
-        "paired": {
-            "output_tok_s ours/bench_serving": ratio("output_tok_s"),
-            "median_tpot ours/bench_serving": ratio("median_tpot_ms"),
-            "log decode per request, ours' window / bench_serving's": ratio(
-                "log_decode_tok_s_per_req"
-            ),
-            "ours 1/median_tpot / log decode": per_user("ours"),
-            "bench_serving 1/median_tpot / log decode": per_user("theirs"),
-            "prompt tokens at the server (ours) per request": sorted(
-                {r["ours"]["server_prompt_tokens"] / r["ours"]["completed"] for r in rows}
-            ),
-            "prompt tokens bench_serving sent per request": sorted(
-                {r["theirs"]["client_prompt_tokens"] / r["theirs"]["completed"] for r in rows}
-            ),
-        },
+        "paired": paired,
         "load_average": os.getloadavg(),
     }
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stackmatrix.report import _fmt
-from stackmatrix.report.frontier import CellFrontier, FrontierPoint, Load, per_gpu
+from stackmatrix.report.frontier import (
+    MIN_LAUNCHES,
+    CellFrontier,
+    FrontierPoint,
+    Load,
+    fewest,
+    per_gpu,
+)
 from stackmatrix.spec_model import SloBound
 from stackmatrix.stats.verdict import Comparison
 
@@ -107,7 +114,7 @@ def sentence(
 ) -> str:
     """The cell's headline verdict and its verdicts at the SLO, in one sentence."""
     if base is None or mine is base or mine.versus is None:
-        return f"{mine.cell} (baseline) meets the SLO in every launch {_upto(mine.largest)}."
+        return f"{mine.cell} (baseline) meets the SLO {_every(mine)} {_upto(mine.largest)}."
     verdict = headline.verdict.value if headline is not None else "not measured"
     at = "at the headline load"
     if headline is not None and headline.ratio is not None:
@@ -118,6 +125,10 @@ def sentence(
 
 
 def _at_slo(mine: CellFrontier, base: CellFrontier, verdict: str, baseline: str) -> str:
+    if mine.versus == "open":
+        return f"and not judged at the SLO ({open_text(mine, base)}): " + largest_text(
+            mine, base, baseline
+        )
     said = _VERSUS.get(mine.versus or "")
     joined = "but" if {verdict, said} == {"faster", "slower"} else "and"
     if said is None:
@@ -128,13 +139,26 @@ def _at_slo(mine: CellFrontier, base: CellFrontier, verdict: str, baseline: str)
     return f"{joined} {said} at the SLO: {largest_text(mine, base, baseline)}"
 
 
-def largest_text(mine: CellFrontier, base: CellFrontier, baseline: str) -> str:
-    """`it meets the SLO in every launch up to c2 (concurrency 2), the baseline a up to
-    c4 (concurrency 4)`."""
+def open_text(mine: CellFrontier, base: CellFrontier) -> str:
+    """`1 launch against 3; a verdict needs 2 per cell, as the headline's`."""
+    a, b = fewest(mine), fewest(base)
     return (
-        f"it meets the SLO in every launch {_upto(mine.largest)}, "
-        f"the baseline {baseline} {_upto(base.largest)}"
+        f"{a} launch{'es' if a != 1 else ''} against {b}; a verdict needs {MIN_LAUNCHES} "
+        "per cell, as the headline's"
     )
+
+
+def largest_text(mine: CellFrontier, base: CellFrontier, baseline: str) -> str:
+    """`it meets the SLO in every launch up to c2 (concurrency 2), the baseline a in
+    every launch up to c4 (concurrency 4)` (`in its one launch` where it had one)."""
+    return (
+        f"it meets the SLO {_every(mine)} {_upto(mine.largest)}, "
+        f"the baseline {baseline} {_every(base)} {_upto(base.largest)}"
+    )
+
+
+def _every(f: CellFrontier) -> str:
+    return "in its one launch" if fewest(f) == 1 else "in every launch"
 
 
 def _upto(load: Load | None) -> str:

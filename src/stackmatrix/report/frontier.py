@@ -36,6 +36,9 @@ THROUGHPUT = OUTPUT_THROUGHPUT.name
 PER_USER = "decode_tok_s"  # a round's median over requests of 1 / TPOT (bench/metrics.py)
 GOODPUT = "goodput"
 HEADLINE = "headline"
+# launches per cell the largest load within the SLO is judged on, the headline verdict's
+# own minimum (stats/verdict.py): one launch's rounds say nothing of launch-to-launch spread
+MIN_LAUNCHES = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +137,9 @@ class CellFrontier:
     goodputs: tuple[tuple[float, ...], ...] = ()
     goodput: Comparison | None = None  # at the headline load, against the baseline
     largest: Load | None = None  # the largest load that meets the SLO in every launch
-    versus: str | None = None  # largest against the baseline's: higher, lower, same, neither
+    # largest against the baseline's: higher, lower, same, neither, or open (too few
+    # launches on a side to judge, as the headline's verdict: MIN_LAUNCHES)
+    versus: str | None = None
     sentence: str = ""  # the headline's verdict and the SLO's, in one sentence
 
     def at(self, load: Load) -> FrontierPoint | None:
@@ -321,12 +326,27 @@ def judge(
     return replace(
         mine,
         goodput=goodput_verdict(mine, base, cells, thresholds),
-        versus=versus(mine.largest, base.largest, where),
+        versus=versus(mine.largest, base.largest, where, launches=(fewest(mine), fewest(base))),
     )
 
 
-def versus(mine: Load | None, theirs: Load | None, where: Sequence[Load]) -> str:
-    """The cell's largest load within the SLO against the baseline's, by their order."""
+def fewest(f: CellFrontier) -> int:
+    """The fewest launches that ran to the end at any of the cell's loads."""
+    return min((p.launches for p in f.points), default=0)
+
+
+def versus(
+    mine: Load | None,
+    theirs: Load | None,
+    where: Sequence[Load],
+    *,
+    launches: tuple[int, int] = (MIN_LAUNCHES, MIN_LAUNCHES),
+) -> str:
+    """The cell's largest load within the SLO against the baseline's, by their order;
+    `open` where either side has fewer than MIN_LAUNCHES launches (`launches`: the
+    cell's, the baseline's)."""
+    if min(launches) < MIN_LAUNCHES:
+        return "open"
     if mine is None and theirs is None:
         return "neither"
     rank = {load: i for i, load in enumerate(where)}

@@ -157,7 +157,7 @@ def test_faster_at_the_headline_and_slower_at_the_slo_in_one_sentence(tmp_path: 
     assert b.sentence == (
         "b is faster at the headline load (+10.0% [+10.0%, +10.0%] output tok/s) but slower "
         "at the SLO: it meets the SLO in every launch up to c2 (concurrency 2), the baseline a "
-        "up to c4 (concurrency 4); its goodput at the headline load is equivalent "
+        "in every launch up to c4 (concurrency 4); its goodput at the headline load is equivalent "
         "(+0.0% [+0.0%, +0.0%])."
     )
     assert _frontier(report, "a").sentence == (

@@ -57,7 +57,7 @@ def test_paced_loads_are_ordered_by_rate_the_unpaced_headline_after_them(
     assert b.largest is not None and b.largest.name == "r2" and b.versus == "lower"
     assert b.sentence.endswith(
         "it meets the SLO in every launch up to r2 (rate 2/s, concurrency 4), the baseline a "
-        "up to r4 (rate 4/s, concurrency 4); its goodput at the headline load is "
+        "in every launch up to r4 (rate 4/s, concurrency 4); its goodput at the headline load is "
         "equivalent (+0.0% [+0.0%, +0.0%])."
     )
 

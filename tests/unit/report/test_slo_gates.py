@@ -4,6 +4,7 @@ junit.xml test case per cell for each."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def test_a_largest_load_below_the_baseline_s_fails_slo_load_regression(tmp_path:
     outcome = build_report(run, fail_on=["slo-load-regression"])
     assert outcome.policy_failures == [
         "b: below the baseline's largest load within the SLO: it meets the SLO in every "
-        "launch up to c2 (concurrency 2), the baseline a up to c4 (concurrency 4)"
+        "launch up to c2 (concurrency 2), the baseline a in every launch up to c4 (concurrency 4)"
     ]
 
 
@@ -82,8 +83,8 @@ def test_junit_has_a_case_per_cell_for_each_slo_verdict(tmp_path: Path) -> None:
     assert cases[("b", "slo[goodput]")][0] == "pass"
     assert cases[("b", "slo[largest_load]")] == (
         "failure",
-        "it meets the SLO in every launch up to c2 (concurrency 2), the baseline a up to c4 "
-        "(concurrency 4)",
+        "it meets the SLO in every launch up to c2 (concurrency 2), the baseline a in every "
+        "launch up to c4 (concurrency 4)",
     )
     assert cases[("b", "perf[output_throughput]")][0] == "pass"
     cases = _cases(build_report(_slower_in_goodput(tmp_path / "g")).junit)
@@ -121,3 +122,30 @@ def test_help_names_every_fail_on_policy(capsys: pytest.CaptureFixture[str]) -> 
     text = " ".join(capsys.readouterr().out.split())
     assert all(f"{name}:" in text for name in FAIL_ON)
     assert "slo-load-regression: the largest load that meets the SLO in every launch" in text
+
+
+def test_one_launch_that_misses_the_slo_is_not_judged_slower_at_it(tmp_path: Path) -> None:
+    """b ran one launch (its others never came) and missed the TTFT bound at c4 in it:
+    the headline calls one launch's rounds too few, so the SLO's largest load does too,
+    the gate does not fail, and junit skips the case rather than passing or failing it."""
+    run = write_run(tmp_path / "run", ["a", "b"], slo=SLO)
+    late = {**OK_TTFTS, "c4": [90.0] * 14 + [150.0] * 2}
+    write_cell(run, "a", launches(3, throughput=100.0, ttfts=OK_TTFTS, step=0.05))
+    write_cell(run, "b", launches(1, throughput=80.0, ttfts=late), first=1)
+    outcome = build_report(run, fail_on=["slo-load-regression"])
+    assert outcome.policy_failures == []
+    built = build_report(run)
+    b = built.report.cell("b").frontier
+    assert b is not None and b.versus == "open"
+    assert b.largest is not None and b.largest.name == "c2"
+    assert b.sentence.startswith("b is inconclusive at the headline load")
+    assert (
+        "and not judged at the SLO (1 launch against 3; a verdict needs 2 per cell, as the "
+        "headline's): it meets the SLO in its one launch up to c2 (concurrency 2), the "
+        "baseline a in every launch up to c4 (concurrency 4); its goodput" in b.sentence
+    )
+    result, message = _cases(built.junit)[("b", "slo[largest_load]")]
+    assert result == "skipped" and message.startswith("not judged (1 launch against 3;")
+    data = json.loads(built.json.read_text())
+    (cell,) = [c for c in data["cells"] if c["id"] == "b"]
+    assert cell["goodput"]["largest_load_vs_baseline"] == "open"
