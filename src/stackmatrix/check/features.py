@@ -71,7 +71,7 @@ def _jit(
     if dist is None:
         return [], {}
     prebuilt = [p for p in rule.get("prebuilt", []) if inventory.get(p) is not None]
-    tool = find_tool(str(rule["tool"]), env, root=root)
+    tool = _jit_tool(rule, env, root)
     facts = {"prebuilt": prebuilt, "tool": rule["tool"], "tool_path": tool}
     if prebuilt:
         return [], facts
@@ -95,6 +95,18 @@ def _jit(
             details=facts,
         )
     ], facts
+
+
+def _jit_tool(rule: Mapping[str, Any], env: Mapping[str, str], root: Path) -> str | None:
+    """The tool the rule's JIT runs: flashinfer's nvcc is `$FLASHINFER_NVCC` alone where
+    it is set (check/nvcc.py), else the tool where `find_tool` finds it."""
+    named = None
+    if rule["tool"] == "nvcc" and rule["package"] == nvcc.OVERRIDE_USER:
+        named = nvcc.override(root, env)
+    if named is None:
+        return find_tool(str(rule["tool"]), env, root=root)
+    host = nvcc.resolve(root, named)
+    return named if host is not None and host.is_file() else None
 
 
 # where an image's tools are when its own PATH is not known here: NVIDIA's images put the

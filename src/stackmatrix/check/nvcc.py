@@ -15,6 +15,10 @@ own files hold no nvcc), so there the variables are both and the paths are the h
 version is read from the binary, which carries the banner that `nvcc --version` prints
 ("Cuda compilation tools, release 13.0, V13.0.88"), so nothing is executed; a wrapper
 script falls back to the toolkit's version.json.
+
+Where flashinfer is installed and `$FLASHINFER_NVCC` is set, flashinfer compiles with
+that file and looks nowhere else (flashinfer/jit/cpp_ext.py: its ninja rule's `nvcc`):
+it is the nvcc judged, and one that is not there is `SM-NVCC-OVERRIDE-MISSING`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ _MAX_LINK_HOPS = 40
 # distributions whose kernels are JIT-compiled with nvcc at first use
 JIT_USERS = engine_registry.jit_packages()
 _WHEEL_DIRS = ("nvidia/cu13", "nvidia/cuda_nvcc")
+# flashinfer's own override of the nvcc its JIT runs, and the distribution that reads it
+OVERRIDE = "FLASHINFER_NVCC"
+OVERRIDE_USER = "flashinfer-python"
 # the JITs' last resort, for a venv on this host (tests point it elsewhere)
 HOST_TOOLKIT = "/usr/local/cuda"
 
@@ -145,16 +152,30 @@ def find_nvcc(
     looked: list[str] = []
     for path in _candidates(root, site_packages, env):
         looked.append(path)
-        host = resolve(root, path)
-        if host is None or not host.is_file():
-            continue
-        found, source = read_version(host), "binary"
-        if found is None:
-            found, source = _from_version_json(host.parent.parent), "version.json"
-        if found is None:
-            return Nvcc(path=path, release=None, version=None, source="unknown"), looked
-        return Nvcc(path=path, release=found[0], version=found[1], source=source), looked
+        found = _at(root, path)
+        if found is not None:
+            return found, looked
     return None, looked
+
+
+def override(root: Path, env: Mapping[str, str]) -> str | None:
+    """`$FLASHINFER_NVCC` as the environment sees it (for a venv on this host, this
+    process's under the cell's, as `_candidates` merges them); None where unset."""
+    merged = {**os.environ, **env} if root == Path("/") else env
+    return merged.get(OVERRIDE) or None
+
+
+def _at(root: Path, path: str) -> Nvcc | None:
+    """The nvcc at `path` (as the environment sees it), None where no file is there."""
+    host = resolve(root, path)
+    if host is None or not host.is_file():
+        return None
+    found, source = read_version(host), "binary"
+    if found is None:
+        found, source = _from_version_json(host.parent.parent), "version.json"
+    if found is None:
+        return Nvcc(path=path, release=None, version=None, source="unknown")
+    return Nvcc(path=path, release=found[0], version=found[1], source=source)
 
 
 def _major_minor(version: str) -> tuple[int, int] | None:
@@ -233,9 +254,12 @@ def check(
     cell: str | None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """The `nvcc` entry of the check's data and its findings."""
-    nvcc, looked = find_nvcc(root, site_packages, env)
     names = set(installed)
     users = [u for u in JIT_USERS if u in names]
+    named = override(root, env) if OVERRIDE_USER in names else None
+    if named is not None:
+        return _overridden(root, named, torch_cuda=torch_cuda, users=users, cell=cell)
+    nvcc, looked = find_nvcc(root, site_packages, env)
     # a partial toolkit: PyPI's CUDA 12 compiler wheel has ptxas but no nvcc
     ptxas = [p for p in (n.removesuffix("nvcc") + "ptxas" for n in looked) if resolve(root, p)]
     data = {
@@ -254,3 +278,33 @@ def check(
             )
         ]
     return data, found
+
+
+def _overridden(
+    root: Path, path: str, *, torch_cuda: str | None, users: Sequence[str], cell: str | None
+) -> tuple[dict[str, Any], list[Finding]]:
+    """flashinfer's JIT runs `$FLASHINFER_NVCC` and nothing else: judged like any nvcc
+    found, and where no file is there, a build that fails at its first kernel."""
+    nvcc = _at(root, path)
+    data = {
+        "found": nvcc.to_dict() if nvcc else None,
+        "looked": [path],
+        "ptxas": [],
+        "torch_cuda": torch_cuda,
+        "override": {"variable": OVERRIDE, "path": path},
+    }
+    if nvcc is not None:
+        found = nvcc_findings(nvcc, [path], torch_cuda=torch_cuda, jit_users=users, cell=cell)
+        return data, found
+    missing = Finding(
+        code="SM-NVCC-OVERRIDE-MISSING",
+        severity=Severity.WARN,
+        cell=cell,
+        subject=OVERRIDE,
+        message=f"{OVERRIDE} names {path}, and no file is there: flashinfer JIT-compiles "
+        "with that nvcc alone, not CUDA_HOME's or PATH's, so every kernel it does not ship "
+        f"prebuilt fails at first use, on the GPU; point {OVERRIDE} at "
+        f"{f'a CUDA {torch_cuda} nvcc' if torch_cuda else 'an nvcc'}, or unset it",
+        details={"path": path, "torch_cuda": torch_cuda},
+    )
+    return data, [missing]

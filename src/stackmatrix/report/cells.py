@@ -51,6 +51,7 @@ def cell_report(
         phases=tuple(_phase(cell, p) for p in PHASES),
         compat=compat,
         why=compat_why(compat, findings.get("check", ())),
+        judged_on=judged_on(cell),
         targets=_targets(cell, results.targets),
         findings_by_phase=findings,
         problems=cell.problems,
@@ -105,6 +106,32 @@ def _compat(cell: CellResults) -> str:
     if check.status is not Status.OK:
         return f"check {check.status.value}"
     return check_verdict(check) or "unknown"
+
+
+# how the probe reached the serving path (check/probe.py judged_on), in words
+_REACHED = {
+    "entry": "",
+    "entry with stub libcuda": ", with the CUDA toolkit's stub libcuda in place of a driver",
+    "fallback": ", a lighter module, as the server's entry failed to import",
+}
+
+
+def judged_on(cell: CellResults) -> str | None:
+    """`judged on the files mapped by the probe's import of M, with the CUDA toolkit's
+    stub libcuda in place of a driver, plus 1 file by loader rule`: what the check's
+    verdict was judged on; None where no serving path is known (no probe, or none)."""
+    serving = cell.check.extra.get("serving_path")
+    if not isinstance(serving, dict) or serving.get("known") is not True:
+        return None
+    note = serving.get("judged_on_note")
+    if not isinstance(note, str) or not note:
+        return None
+    module = serving.get("module")
+    reached = _REACHED.get(str(serving.get("judged_on")), "")
+    if not reached or not isinstance(module, str) or f" of {module}" not in note:
+        return note
+    head, _, rest = note.partition(f" of {module}")
+    return f"{head} of {module}{reached}{',' if rest else ''}{rest}"
 
 
 def _targets(cell: CellResults, targets: Sequence[str]) -> dict[str, str]:

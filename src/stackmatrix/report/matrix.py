@@ -128,6 +128,8 @@ class CellReport:
     warmup_launches: tuple[LaunchRow, ...] = ()  # discarded, shown for the record
     mapped: LiveMapped | None = None  # what the live server mapped (report/mapped.py)
     why: CompatWhy | None = None  # the deciding findings of a "warnings"/"incompatible" check
+    # which files the check judged as the serving path, in words (report/cells.py)
+    judged_on: str | None = None
     # every load of its launches, goodput and the SLO's verdicts (report/frontier.py)
     frontier: CellFrontier | None = None
     # what sets it apart from the baseline, one sentence (report/apart.py)
@@ -169,6 +171,7 @@ class CellReport:
             "phases": {p.phase: p.to_dict() for p in self.phases},
             "compat": self.compat,
             "compat_why": self.why.to_dict() if self.why else None,
+            "judged_on": self.judged_on,
             "targets": plain(self.targets),
             "verdict": self.verdict.value,
             "reason": self.reason,

@@ -103,15 +103,22 @@ def _why(report: MatrixReport) -> str:
     """The finding that makes each cell not compatible, as matrix.md says it."""
     items = []
     for c in report.cells:
+        judged = f"; {c.judged_on}" if c.judged_on else ""
         if c.why is None:
+            if c.judged_on and c.compat == "compatible":
+                items.append(
+                    f"<li><b>{esc(c.id)}</b> compatible: no finding decides"
+                    f'<span class="muted">{esc(judged)}</span></li>'
+                )
             continue
         f, counts = c.why.first, c.why.counts()
         subject = f" ({esc(f.subject)})" if f.subject else ""
+        said = counts + judged if counts else judged.removeprefix("; ")
         items.append(
             f"<li><b>{esc(c.id)}</b> {esc(c.compat)}: "
             f'<span class="sev-{f.severity.value}">{esc(f.severity.value)}</span> '
             f"<code>{esc(f.code)}</code>{subject}: {esc(f.message)}"
-            + (f' <span class="muted">({esc(counts)})</span>' if counts else "")
+            + (f' <span class="muted">({esc(said)})</span>' if said else "")
             + "</li>"
         )
     return "<p>Why:</p><ul>" + "".join(items) + "</ul>" if items else ""

@@ -102,13 +102,17 @@ def _why_lines(report: MatrixReport) -> str:
     """Below the table: the finding that makes each cell not compatible, and counts."""
     lines = []
     for c in report.cells:
+        judged = f"; {_md_text(c.judged_on)}" if c.judged_on else ""
         if c.why is None:
+            if c.judged_on and c.compat == "compatible":
+                lines.append(f"- **{_md_text(c.id)}** compatible: no finding decides{judged}")
             continue
         f, counts = c.why.first, c.why.counts()
         subject = f" ({_md_text(f.subject)})" if f.subject else ""
+        said = _md_text(counts) + judged if counts else judged.removeprefix("; ")
         lines.append(
             f"- **{_md_text(c.id)}** {c.compat}: {_ICON[f.severity]} `{f.code}`{subject}: "
-            f"{_esc(_fmt.shorten(f.message, 240))}" + (f" ({_md_text(counts)})" if counts else "")
+            f"{_esc(_fmt.shorten(f.message, 240))}" + (f" ({said})" if said else "")
         )
     return "\n\nWhy:\n\n" + "\n".join(lines) if lines else ""
 

@@ -11,6 +11,8 @@ import pytest
 
 from stackmatrix.build.base import Environment
 from stackmatrix.check import features, nvcc
+from stackmatrix.check.features import feature_findings
+from stackmatrix.check.inventory import read_inventory
 from stackmatrix.check.phase import check_environment
 from stackmatrix.findings import Severity
 
@@ -199,3 +201,51 @@ def test_the_check_phase_reports_it(tmp_path: Path) -> None:
     assert outcome.verdict == "incompatible"
     assert outcome.data["nvcc"]["found"]["version"] == "12.8.93"
     assert outcome.data["nvcc"]["torch_cuda"] == "13.0"
+
+
+def test_flashinfer_nvcc_is_the_nvcc_flashinfer_compiles_with(tmp_path: Path) -> None:
+    """flashinfer's ninja rule runs $FLASHINFER_NVCC where it is set, whatever CUDA_HOME
+    and PATH hold (flashinfer/jit/cpp_ext.py): an image whose toolkit matches torch's
+    CUDA 13.0 but whose variable names a CUDA 12.8 nvcc builds against 12.8."""
+    root = image_root(tmp_path, "13.0", "13.0.88")
+    nvcc_binary(root / "opt/cuda-12.8/bin/nvcc", "12.8", "12.8.93")
+    named = {"FLASHINFER_NVCC": "/opt/cuda-12.8/bin/nvcc"}
+    flashinfer = ["flashinfer-python", "torch"]
+    data, found = nvcc.check(root, [], {}, torch_cuda="13.0", installed=flashinfer, cell="c")
+    assert found == [] and data["found"]["path"] == "/usr/local/cuda/bin/nvcc"
+    data, found = nvcc.check(root, [], named, torch_cuda="13.0", installed=flashinfer, cell="c")
+    assert [(f.code, f.subject) for f in found] == [
+        ("SM-NVCC-CUDA-MISMATCH", "/opt/cuda-12.8/bin/nvcc")
+    ]
+    assert data["found"]["version"] == "12.8.93"
+    assert data["override"] == {"variable": "FLASHINFER_NVCC", "path": "/opt/cuda-12.8/bin/nvcc"}
+    # only flashinfer reads it: sglang's JIT alone still finds the image's toolkit
+    _, found = nvcc.check(root, [], named, torch_cuda="13.0", installed=["sglang"], cell="c")
+    assert found == []
+
+
+def test_a_flashinfer_nvcc_that_is_not_there_fails_flashinfer_s_jit(tmp_path: Path) -> None:
+    root = image_root(tmp_path, "13.0", "13.0.88")  # a good toolkit, which flashinfer skips
+    named = {"FLASHINFER_NVCC": "/opt/gone/bin/nvcc"}
+    data, found = nvcc.check(
+        root, [], named, torch_cuda="13.0", installed=["flashinfer-python"], cell="c"
+    )
+    assert [(f.code, f.severity, f.subject) for f in found] == [
+        ("SM-NVCC-OVERRIDE-MISSING", Severity.WARN, "FLASHINFER_NVCC")
+    ]
+    assert "FLASHINFER_NVCC names /opt/gone/bin/nvcc, and no file is there" in found[0].message
+    assert "point FLASHINFER_NVCC at a CUDA 13.0 nvcc" in found[0].message
+    assert data["found"] is None and data["looked"] == ["/opt/gone/bin/nvcc"]
+    # the JIT feature check agrees: flashinfer's tool is not there
+    site = root / SITE
+    info = site / "flashinfer_python-0.6.12.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.12\n"
+    )
+    (info / "RECORD").write_text("")
+    findings, facts = feature_findings(read_inventory([site]), named, "c", root=root)
+    assert [(f.code, f.severity) for f in findings] == [("SM-JIT-ONLY", Severity.WARN)]
+    assert facts["jit"]["flashinfer-python"]["tool_path"] is None
+    _, facts = feature_findings(read_inventory([site]), {}, "c", root=root)
+    assert facts["jit"]["flashinfer-python"]["tool_path"] == "/usr/local/cuda/bin/nvcc"

@@ -110,3 +110,58 @@ def test_a_missing_library_is_the_reason_before_the_import_failures_it_causes(
     ) in first_screen
     codes = [f.code for f in outcome.report.cell("cu130").findings_by_phase["check"]]
     assert codes == ["SM-LIB-IMAGE-MISSING", "SM-IMPORT-FAILED", "SM-SERVING-IMPORT-FAILED"]
+
+
+def _serving(module: str, judged_on: str, added: int) -> dict[str, Any]:
+    """check.json's serving_path as check/environment.py writes it."""
+    extra = f" plus {added} file{'s' if added != 1 else ''} by loader rule" if added else ""
+    return {
+        "known": True,
+        "module": module,
+        "judged_on": judged_on,
+        "added": {},
+        "judged_on_note": f"judged on the files mapped by the probe's import of {module}{extra}",
+        "latent": [],
+        "target_summary": {},
+    }
+
+
+def test_the_first_screen_says_what_each_verdict_was_judged_on(tmp_path: Path) -> None:
+    """cu128 imported the server's entry with the stub libcuda and one file was added by
+    the loader rule; cu130's entry failed, so a lighter module's set was judged; ok is
+    compatible and says so, with its set; none of them hides its reason."""
+    defs = {c: {"python": "3.11", "pins": ["x==1"]} for c in ("cu128", "cu130", "ok")}
+    rd = run_dir(tmp_path, cells=["cu128", "cu130", "ok"], baseline="cu128", definitions=defs)
+    entry = "sglang.srt.entrypoints.http_server"
+    cells = {
+        "cu128": ("warnings", _serving(entry, "entry with stub libcuda", 1), "SM-NVCC-MISSING"),
+        "cu130": ("incompatible", _serving("sglang", "fallback", 0), "SM-SERVING-IMPORT-FAILED"),
+        "ok": ("compatible", _serving(entry, "entry", 0), None),
+    }
+    for cid, (verdict, serving, code) in cells.items():
+        write(rd / f"cells/{cid}/build.json", phase(cid, "build"))
+        sev = "fail" if verdict == "incompatible" else "warn"
+        found = [finding(code, sev, f"{code} here", cid, "s")] if code else []
+        data = {"verdict": verdict, "serving_path": serving}
+        write(rd / f"cells/{cid}/check.json", phase(cid, "check", data=data, findings=found))
+    outcome = build_report(rd)
+    first_screen = outcome.markdown.read_text().split("### Performance")[0]
+    assert (
+        "- **cu128** warnings: ⚠️ `SM-NVCC-MISSING` (s): SM-NVCC-MISSING here (judged on the "
+        f"files mapped by the probe's import of {entry}, with the CUDA toolkit's stub libcuda "
+        "in place of a driver, plus 1 file by loader rule)"
+    ) in first_screen
+    assert (
+        "- **cu130** incompatible: ❌ `SM-SERVING-IMPORT-FAILED` (s): SM-SERVING-IMPORT-FAILED "
+        "here (judged on the files mapped by the probe's import of sglang, a lighter module, "
+        "as the server's entry failed to import)"
+    ) in first_screen
+    assert (
+        "- **ok** compatible: no finding decides; judged on the files mapped by the probe's "
+        f"import of {entry}\n"
+    ) in first_screen
+    html = outcome.html.read_text()
+    assert "<b>ok</b> compatible: no finding decides" in html
+    assert "with the CUDA toolkit&#x27;s stub libcuda in place of a driver" in html
+    cells_json = {c["id"]: c for c in json.loads(outcome.json.read_text())["cells"]}
+    assert cells_json["cu130"]["judged_on"].endswith("as the server's entry failed to import")
