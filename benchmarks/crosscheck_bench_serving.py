@@ -81,7 +81,14 @@ def main() -> int:
         help="bench_serving backends, comma-separated (sglang: /generate, sglang-oai: "
         "/v1/completions)",
     )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no rep once this many seconds have passed since the start",
+    )
     args = ap.parse_args()
+    started = time.monotonic()
     args.backends = [b for b in args.backends.split(",") if b]
     sides = ["ours", *(side_name(b) for b in args.backends)]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -118,6 +125,9 @@ def main() -> int:
             ignore_eos=True,
         )
         for rep in range(1, args.reps + 1):
+            if args.budget_s is not None and time.monotonic() - started > args.budget_s:
+                print(f"budget spent: {rep - 1} reps", file=sys.stderr, flush=True)
+                break
             shift = (rep - 1) % len(sides)  # who goes first rotates
             order = sides[shift:] + sides[:shift]
             row: dict[str, Any] = {"rep": rep, "first": order[0]}
