@@ -207,7 +207,8 @@ def theirs(base_url: str, args: argparse.Namespace, rep: int, backend: str) -> d
         args.model,
         "--dataset-name",
         "random-ids",
-        "--tokenize-prompt",
+        # token ids as the prompt: bench_serving allows it through /generate only
+        *(["--tokenize-prompt"] if backend == "sglang" else []),
         "--random-input-len",
         str(args.input_len),
         "--random-output-len",

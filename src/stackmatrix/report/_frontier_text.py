@@ -114,7 +114,7 @@ def sentence(
 ) -> str:
     """The cell's headline verdict and its verdicts at the SLO, in one sentence."""
     if base is None or mine is base or mine.versus is None:
-        return f"{mine.cell} (baseline) meets the SLO {_every(mine)} {_upto(mine.largest)}."
+        return f"{mine.cell} (baseline) {_held(mine)}."
     verdict = headline.verdict.value if headline is not None else "not measured"
     at = "at the headline load"
     if headline is not None and headline.ratio is not None:
@@ -151,18 +151,22 @@ def open_text(mine: CellFrontier, base: CellFrontier) -> str:
 def largest_text(mine: CellFrontier, base: CellFrontier, baseline: str) -> str:
     """`it meets the SLO in every launch up to c2 (concurrency 2), the baseline a in
     every launch up to c4 (concurrency 4)` (`in its one launch` where it had one)."""
-    return (
-        f"it meets the SLO {_every(mine)} {_upto(mine.largest)}, "
-        f"the baseline {baseline} {_every(base)} {_upto(base.largest)}"
-    )
+    return f"it {_held(mine)}, the baseline {baseline} {_held(base, again=True)}"
 
 
-def _every(f: CellFrontier) -> str:
-    return "in its one launch" if fewest(f) == 1 else "in every launch"
-
-
-def _upto(load: Load | None) -> str:
-    return "at none of its loads" if load is None else f"up to {load.label()}"
+def _held(f: CellFrontier, *, again: bool = False) -> str:
+    """`meets the SLO in every launch up to c4 (concurrency 4)`, or where no load held
+    in every launch, `misses the SLO at every load in at least one launch`."""
+    one = fewest(f) == 1
+    if f.largest is None:
+        return (
+            ("misses it" if again else "misses the SLO")
+            + " at every load"
+            + (" in its one launch" if one else " in at least one launch")
+        )
+    every = "in its one launch" if one else "in every launch"
+    verb = "" if again else "meets the SLO "  # `again`: said just before, not repeated
+    return f"{verb}{every} up to {f.largest.label()}"
 
 
 def _goodput(mine: CellFrontier) -> str:

@@ -273,6 +273,8 @@ class ColdStart:
     median: float  # of the cell's other launches
     warmup_launches: int
     run_warmups: int = 0  # warm-up launches of the whole run (a host warm-up: one cell's)
+    warmed_by: str | None = None  # the cell the run's warm-up launch ran, where one did
+    same_stack: bool = False  # that cell's server imported the same key versions
 
     @property
     def worse(self) -> float:
@@ -292,10 +294,18 @@ class ColdStart:
                 "for a cold start (a JIT's compiles, cold caches): raise "
                 "bench.warmup_launches"
             )
-        if self.run_warmups:
+        if self.run_warmups and self.same_stack and self.warmed_by:
             return (
-                "the run's warm-up launch warmed the host, not this cell's own cold start "
-                "(its JIT's compiles, its caches): set bench.warmup_launches to warm "
+                f"the run's warm-up launch ran {self.warmed_by}, the same stack, before it, "
+                "so this was not the stack's first start; what made it slow is not in "
+                "these results (its server log may say): set bench.warmup_launches to "
+                "give every cell a warm-up launch of its own"
+            )
+        if self.run_warmups:
+            who = f" (of {self.warmed_by})" if self.warmed_by else ""
+            return (
+                f"the run's warm-up launch{who} warmed the host, not this cell's own cold "
+                "start (its JIT's compiles, its caches): set bench.warmup_launches to warm "
                 "every cell"
             )
         return (
@@ -310,6 +320,7 @@ def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[Cold
     out = []
     better_high = higher_is_better(headline)
     warmups = sum(len(c.warmup_launches) for c in cells)
+    warmed = next((c for c in cells if c.warmup_launches), None)
     for cell in cells:
         measured = [r for r in cell.launches if r.value is not None]
         values = [r.value for r in measured if r.value is not None]
@@ -326,6 +337,10 @@ def cold_first_launches(cells: Sequence[CellReport], headline: str) -> list[Cold
                 median=median,
                 warmup_launches=len(cell.warmup_launches),
                 run_warmups=warmups,
+                warmed_by=warmed.id if warmed is not None else None,
+                same_stack=warmed is not None
+                and bool(cell.versions)
+                and cell.versions == warmed.versions,
             )
         )
     return out

@@ -101,7 +101,7 @@ def test_goodput_and_the_largest_load_within_the_slo_from_a_real_run(tmp_path: P
     assert b["goodput"]["largest_load"] is None
     assert b["goodput"]["largest_load_vs_baseline"] == "lower"
     assert (
-        "slower at the SLO: it meets the SLO in every launch at none of its loads"
+        "slower at the SLO: it misses the SLO at every load in at least one launch"
         in (b["goodput"]["sentence"])
     )
     md = (run / "matrix.md").read_text()
