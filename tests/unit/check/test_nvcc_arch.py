@@ -177,3 +177,20 @@ def test_the_shipped_table_has_a_source_per_entry() -> None:
     assert archs and gates and all(a.source for a in archs) and all(g.source for g in gates)
     need = nvccarch.need_of(parse_target("sm_121"), {}, archs, gates)
     assert need is not None and need.minimum == "12.9"
+
+
+def test_an_h100_target_needs_an_nvcc_that_knows_hopper(host: Path) -> None:
+    """sm_90 first in CUDA 11.8: an 11.7 toolkit JIT-compiles nothing for an H100/H200
+    (its torch would be a CUDA 11 build, judged by nvcc.py against torch's CUDA too)."""
+    old = host / "cuda-11.7"
+    gcc_nvcc(old / "bin/nvcc", "11.7", "11.7.99")
+    found, _ = nvcc.find_nvcc(Path("/"), [_site(host)], {"CUDA_HOME": str(old)})
+    data, out = nvccarch.arch_findings(found, ["sm_90"], {"sglang": "0.5.14"}, "c")
+    assert [(f.code, f.details["target"], f.details["minimum"]) for f in out] == [
+        ("SM-NVCC-ARCH-TOO-OLD", "sm_90", "11.8")
+    ]
+    assert "nvcc first targets sm_90 in CUDA 11.8" in out[0].message
+    ok = host / "cuda-11.8"
+    gcc_nvcc(ok / "bin/nvcc", "11.8", "11.8.89")
+    found, _ = nvcc.find_nvcc(Path("/"), [_site(host / "b")], {"CUDA_HOME": str(ok)})
+    assert nvccarch.arch_findings(found, ["sm_90"], {"sglang": "0.5.14"}, "c")[1] == []
