@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from stackmatrix import layout
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.report import build_report
 from stackmatrix.results import Status
@@ -23,7 +24,7 @@ from stackmatrix.results import Status
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's fixtures
 from tests.support.synthetic import SyntheticCell, story_cells, write_run
 
-OUTPUTS = ("matrix.md", "matrix.html", "matrix.json", "junit.xml")
+OUTPUTS = tuple(layout.REPORT_FILES.values())
 
 
 def cells() -> list[SyntheticCell]:

@@ -15,10 +15,12 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+from stackmatrix import layout
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "reports" / "examples"
 MANIFEST = EXAMPLES / "reports.toml"
-OUTPUTS = ("matrix.md", "matrix.json", "matrix.html", "junit.xml")
+OUTPUTS = tuple(layout.REPORT_FILES.values())
 
 
 def entries() -> list[dict[str, object]]:

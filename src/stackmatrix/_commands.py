@@ -180,7 +180,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out_dir=args.output,
         slo=parse_slo_args(args.slo) if args.slo else None,
     )
-    for path in (outcome.markdown, outcome.html, outcome.json, outcome.junit):
+    for path in outcome.files.values():
         print(path)
     write_step_summary(outcome.summary_markdown)
     if outcome.policy_failures:

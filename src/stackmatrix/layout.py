@@ -27,11 +27,18 @@ WORKLOAD_JSON = "workload.json"
 WORKLOAD_JSONL = "workload.jsonl"
 BENCH_SCHEDULE = "bench-schedule.json"
 LOCK_FILE = ".stackmatrix.lock"
+# each report format's file (report/formats.py renders them, in this order)
+REPORT_FILES = {
+    "markdown": "matrix.md",
+    "html": "matrix.html",
+    "json": "matrix.json",
+    "junit": "junit.xml",
+}
 REPORT_MD, REPORT_HTML, REPORT_JSON, REPORT_JUNIT = (
-    "matrix.md",
-    "matrix.html",
-    "matrix.json",
-    "junit.xml",
+    REPORT_FILES["markdown"],
+    REPORT_FILES["html"],
+    REPORT_FILES["json"],
+    REPORT_FILES["junit"],
 )
 HISTORY_DB = "history.sqlite"  # in the reports directory, next to the runs
 CALIBRATION_JSON = "calibration.json"  # what `stackmatrix calibrate` measured

@@ -361,10 +361,7 @@ _RUN_FILES = (
     layout.WORKLOAD_JSON,
     layout.WORKLOAD_JSONL,
     layout.BENCH_SCHEDULE,
-    layout.REPORT_MD,
-    layout.REPORT_HTML,
-    layout.REPORT_JSON,
-    layout.REPORT_JUNIT,
+    *layout.REPORT_FILES.values(),
 )
 
 

@@ -78,6 +78,6 @@ def report_phase(run: RunDir, opts: RunOptions, progress: Progress) -> tuple[lis
 
     fail_on = opts.fail_on or opts.spec.report.fail_on
     outcome = build_report(run.path, fail_on=fail_on, history_db=history_db(opts, run.path))
-    paths = [outcome.markdown, outcome.html, outcome.json, outcome.junit]
+    paths = list(outcome.files.values())
     progress("report", "-", f"wrote {', '.join(p.name for p in paths)}")
     return paths, list(outcome.policy_failures)

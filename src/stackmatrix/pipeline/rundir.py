@@ -120,10 +120,7 @@ _OURS = frozenset(
         layout.WORKLOAD_JSON,
         layout.WORKLOAD_JSONL,
         layout.BENCH_SCHEDULE,
-        layout.REPORT_MD,
-        layout.REPORT_HTML,
-        layout.REPORT_JSON,
-        layout.REPORT_JUNIT,
+        *layout.REPORT_FILES.values(),
         layout.SLURM_DIR,
         layout.CALIBRATION_JSON,
     }

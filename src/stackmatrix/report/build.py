@@ -12,7 +12,7 @@ from pathlib import Path
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import ResultsError
 from stackmatrix.records import RunRecord
-from stackmatrix.report import history, policy, render_html, render_junit, render_md
+from stackmatrix.report import formats, history, policy, render_md
 from stackmatrix.report.load import load_run
 from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import build_model
@@ -30,6 +30,7 @@ class ReportOutcome:
     html: Path
     json: Path
     junit: Path
+    files: dict[str, Path]  # every format's file, by its key (report/formats.py)
     policy_failures: list[str]
     summary_markdown: str  # for $GITHUB_STEP_SUMMARY: the tables without the details
     report: MatrixReport
@@ -37,10 +38,8 @@ class ReportOutcome:
 
 def _write(out: Path, paths: dict[str, Path], report: MatrixReport) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    _atomic.write_text(paths["markdown"], render_md.render(report))
-    _atomic.write_text(paths["html"], render_html.render(report))
-    _atomic.write_json(paths["json"], report.to_dict())
-    _atomic.write_text(paths["junit"], render_junit.render(report))
+    for fmt in formats.FORMATS:
+        _atomic.write_text(paths[fmt.key], fmt.render(report))
 
 
 def build_report(
@@ -74,19 +73,18 @@ def build_report(
             cells=tuple(dataclasses.replace(c, history=notes.get(c.id)) for c in report.cells),
         )
     out = out_dir or run_dir
-    paths = {
-        "markdown": out / layout.REPORT_MD,
-        "html": out / layout.REPORT_HTML,
-        "json": out / layout.REPORT_JSON,
-        "junit": out / layout.REPORT_JUNIT,
-    }
+    paths = {fmt.key: out / fmt.file for fmt in formats.FORMATS}
     try:
         _write(out, paths, report)
     except OSError as exc:
         raise ResultsError(f"cannot write the report into {out}: {exc}") from exc
     log.info("report written to %s", paths["markdown"])
     return ReportOutcome(
-        **paths,
+        markdown=paths["markdown"],
+        html=paths["html"],
+        json=paths["json"],
+        junit=paths["junit"],
+        files=paths,
         policy_failures=policy.failures(report, fail_on),
         summary_markdown=render_md.render(report, details=False),
         report=report,

@@ -185,7 +185,7 @@ def test_an_h100_target_needs_an_nvcc_that_knows_hopper(host: Path) -> None:
     old = host / "cuda-11.7"
     gcc_nvcc(old / "bin/nvcc", "11.7", "11.7.99")
     found, _ = nvcc.find_nvcc(Path("/"), [_site(host)], {"CUDA_HOME": str(old)})
-    data, out = nvccarch.arch_findings(found, ["sm_90"], {"sglang": "0.5.14"}, "c")
+    _, out = nvccarch.arch_findings(found, ["sm_90"], {"sglang": "0.5.14"}, "c")
     assert [(f.code, f.details["target"], f.details["minimum"]) for f in out] == [
         ("SM-NVCC-ARCH-TOO-OLD", "sm_90", "11.8")
     ]

@@ -1,0 +1,89 @@
+"""The recipe for a new report format, performed: in a copy of the package, a renderer
+module, one entry in report/formats.py and its file name in layout.py (3 files, as
+docs/architecture.md says) make `stackmatrix report` write the new file next to the
+others, and the results directory's own files are still told from foreign ones."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import stackmatrix
+from stackmatrix import layout
+from stackmatrix.report import formats
+
+from ._results import bench_data, phase, run_dir, write
+
+PACKAGE = Path(stackmatrix.__file__).parent
+
+RENDERER = '''"""matrix.txt: one line per cell, its id and its verdict."""
+
+from stackmatrix.report.matrix import MatrixReport
+
+
+def render(report: MatrixReport) -> str:
+    return "".join(f"{c.id}: {c.verdict.value}\\n" for c in report.cells)
+'''
+
+
+def _changed(before: Path, after: Path) -> list[str]:
+    """Files of `after` that are new or differ from `before` (caches left out)."""
+    out = []
+    for path in sorted(after.rglob("*.py")):
+        rel = path.relative_to(after)
+        old = before / rel
+        if not old.exists() or not filecmp.cmp(old, path, shallow=False):
+            out.append(str(rel))
+    return out
+
+
+def _perform(copy: Path) -> None:
+    (copy / "report/render_text.py").write_text(RENDERER)
+    fmts = copy / "report/formats.py"
+    text = fmts.read_text()
+    text = text.replace(
+        "from stackmatrix.report import render_html,",
+        "from stackmatrix.report import render_html, render_text,",
+    )
+    text = text.replace(
+        '    ReportFormat(key="junit", render=render_junit.render),\n',
+        '    ReportFormat(key="junit", render=render_junit.render),\n'
+        '    ReportFormat(key="text", render=render_text.render),\n',
+    )
+    fmts.write_text(text)
+    lay = copy / "layout.py"
+    lay.write_text(
+        lay.read_text().replace(
+            '    "junit": "junit.xml",\n', '    "junit": "junit.xml",\n    "text": "matrix.txt",\n'
+        )
+    )
+
+
+def test_a_new_report_format_touches_three_files_and_is_written(tmp_path: Path) -> None:
+    assert [f.key for f in formats.FORMATS] == list(layout.REPORT_FILES)
+    site = tmp_path / "site"
+    copy = site / "stackmatrix"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    _perform(copy)
+    assert _changed(PACKAGE, copy) == ["layout.py", "report/formats.py", "report/render_text.py"]
+
+    defs = {c: {"python": "3.11"} for c in ("a", "b")}
+    rd = run_dir(tmp_path / "run", cells=list(defs), baseline="a", definitions=defs)
+    for cid in defs:
+        data = bench_data([[10.0, 10.1], [10.2, 10.0], [10.1, 10.1]], config={"port": 1})
+        write(rd / "cells" / cid / "bench.json", phase(cid, "bench", data=data))
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    argv = [sys.executable, "-m", "stackmatrix", "report", str(rd)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (rd / "matrix.txt").read_text() == "a: baseline\nb: equivalent\n"
+    for name in layout.REPORT_FILES.values():
+        assert (rd / name).is_file()
+    # the copy's own code ran, not the installed package's
+    probe = [sys.executable, "-c", "import stackmatrix.layout as l; print(l.__file__)"]
+    where = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert where.stdout.strip().startswith(str(site))
