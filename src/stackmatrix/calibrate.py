@@ -18,7 +18,7 @@ from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.records import BenchData
 from stackmatrix.records._read import JSONValue
-from stackmatrix.results import RunDir
+from stackmatrix.results import PHASES, RunDir
 from stackmatrix.spec import MAX_LAUNCHES, load_spec
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def calibrate_main(args: argparse.Namespace) -> int:
     spec = replace(spec, bench=replace(spec.bench, launches=args.launches))
     opts = RunOptions(
         spec=spec,
-        phases=("build", "check", "bench"),
+        phases=PHASES,
         cells=(cell,),
         output=args.output,
         reports_dir=args.reports_dir,

@@ -30,12 +30,13 @@ from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import ResultsError
 from stackmatrix.findings import Finding, mapping, text
+from stackmatrix.spec_names import CELL_PHASES
 
 if TYPE_CHECKING:  # records/ imports this module
     from stackmatrix.records._read import JSONObject
 
 SCHEMA_VERSION = 1
-PHASES = ("build", "check", "bench")
+PHASES = CELL_PHASES
 
 
 class Status(enum.StrEnum):

@@ -21,6 +21,9 @@ FAIL_ON: tuple[str, ...] = (
 )
 SLO_FAIL_ON: tuple[str, ...] = ("goodput-regression", "slo-load-regression")
 PIPELINE_PHASES: tuple[str, ...] = ("build", "check", "bench", "report")  # in their order
+# the phases that run per cell and write cells/<id>/<phase>.json, in their order (the
+# report runs once per run): every module reads the order here (results.PHASES)
+CELL_PHASES: tuple[str, ...] = PIPELINE_PHASES[:-1]
 # [report] slo: `<kind>_p<percentile>_ms = bound`, a latency's percentile in milliseconds
 SLO_KINDS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
 SLO_PERCENTILES: tuple[int, ...] = (50, 90, 99)

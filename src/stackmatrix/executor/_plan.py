@@ -13,7 +13,7 @@ from stackmatrix.pipeline import RunOptions
 from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
 from stackmatrix.records import BenchData
-from stackmatrix.results import RunDir, Status
+from stackmatrix.results import PHASES, RunDir, Status
 from stackmatrix.spec_model import Spec
 
 
@@ -69,7 +69,7 @@ def statuses(run: RunDir, ids: Sequence[str], phases: Sequence[str]) -> dict[str
     out: dict[str, dict[str, str]] = {}
     for cid in ids:
         out[cid] = {}
-        for phase in (p for p in ("build", "check", "bench") if p in phases):
+        for phase in (p for p in PHASES if p in phases):
             try:
                 result = run.cell(cid).read(phase)
             except ResultsError:

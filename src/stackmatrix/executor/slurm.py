@@ -44,7 +44,7 @@ from stackmatrix.pipeline.phases import report_phase
 from stackmatrix.pipeline.rundir import mark_finished
 from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import RunDir, now_iso
+from stackmatrix.results import PHASES, RunDir, now_iso
 
 
 def run_slurm(opts: RunOptions, progress: Progress) -> RunSummary:
@@ -53,7 +53,7 @@ def run_slurm(opts: RunOptions, progress: Progress) -> RunSummary:
     run = open_run_dir(opts)
     ids = [pc.cell.id for pc in planned]
     with results_dir_lock(run.path):
-        run.check_layout(ids, [p for p in ("build", "check", "bench") if p in opts.phases])
+        run.check_layout(ids, [p for p in PHASES if p in opts.phases])
         for cid in ids:
             run.cell(cid).read_to_resume("bench")
         write_run_files(run, opts, planned)

@@ -27,7 +27,7 @@ from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.load import RunResults, load_run
 from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import ColdStart, build_model, cold_first_launches
-from stackmatrix.results import Status
+from stackmatrix.results import PHASES, Status
 from stackmatrix.spec._write import dumps
 from stackmatrix.spec_model import Spec
 
@@ -258,7 +258,7 @@ def _not_run(results: RunResults, cid: str) -> str:
     found = results.cell(cid)
     if found is None:
         return f"{cid} is missing from the round's results"
-    for name in ("build", "check", "bench"):
+    for name in PHASES:
         phase = found.phase(name)
         if phase is None:
             return f"{cid}: no {name} result"

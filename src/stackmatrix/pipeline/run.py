@@ -19,7 +19,7 @@ from stackmatrix.pipeline.options import (
 from stackmatrix.pipeline.phases import build_phase, check_phase, report_phase
 from stackmatrix.pipeline.rundir import mark_finished, open_run_dir, write_run_files
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import PhaseResult, RunDir
+from stackmatrix.results import PHASES, PhaseResult, RunDir
 
 
 @contextmanager
@@ -46,7 +46,7 @@ def _run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
 def _run_locked(
     run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
 ) -> RunSummary:
-    phases = [p for p in ("build", "check", "bench") if p in opts.phases]
+    phases = [p for p in PHASES if p in opts.phases]
     run.check_layout([pc.cell.id for pc in planned], phases)  # before anything is written
     if "bench" in opts.phases:  # before any work, and before anything is written
         for pc in planned:
