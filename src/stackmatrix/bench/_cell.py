@@ -3,6 +3,7 @@ a crash as its status, and what it says when it ends (summaries and findings).""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -220,6 +221,7 @@ def _summarize(data: BenchData, launches: Sequence[LaunchRecord], bench: Bench) 
             metric=pt.metric,
             max_concurrency=pt.workload.max_concurrency,
             num_prompts=pt.workload.num_prompts,
+            request_rate=rate if math.isfinite(rate := pt.workload.request_rate) else None,
             summary=metrics.cell_summary(
                 [done[pt.name].summary or {} for done in ok if pt.name in done]
             ),

@@ -142,6 +142,9 @@ class PointInfo:
     metric: str | None = None
     max_concurrency: int | None = None
     num_prompts: int | None = None
+    # requests per second it was sent at; None: as fast as its concurrency allows (and
+    # in results of versions that did not record it: the spec says)
+    request_rate: float | None = None
     summary: dict[str, float] | None = field(default=None, metadata=_NUMBERS)
     extra: JSONObject = field(default_factory=dict)
 

@@ -170,7 +170,7 @@ def loads(results: RunResults, points: Mapping[str, PointInfo]) -> tuple[Load, .
             point=name,
             max_concurrency=info.max_concurrency,
             num_prompts=info.num_prompts,
-            request_rate=rates.get(name),
+            request_rate=info.request_rate if info.request_rate is not None else rates.get(name),
         )
         for name, info in points.items()
     ]
@@ -179,7 +179,8 @@ def loads(results: RunResults, points: Mapping[str, PointInfo]) -> tuple[Load, .
 
 def _spec_bench(spec_text: str | None) -> dict[str, object] | None:
     """The [bench] table of the spec as run (RUN/spec.toml: results of any version have
-    it, and bench.json records no request rate); None where it cannot be read."""
+    it; bench.json records a point's request rate only from this version on, the
+    headline's never); None where it cannot be read."""
     try:
         raw = tomllib.loads(spec_text) if spec_text is not None else None
     except tomllib.TOMLDecodeError:

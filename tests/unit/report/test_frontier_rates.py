@@ -5,16 +5,20 @@ report says so."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from tests.unit.report._slo_results import launches, write_cell, write_run
 
+from stackmatrix.bench._cell import _summarize
+from stackmatrix.records import BenchData
 from stackmatrix.report import render_html, render_md
 from stackmatrix.report.frontier import CellFrontier
 from stackmatrix.report.load import load_run
 from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import build_model
+from stackmatrix.spec_model import Bench, LoadPoint, Workload
 
 SLO = {"ttft_p99_ms": 100.0, "tpot_p99_ms": 10.0}
 # written r4 first: the spec's order is not the rates'
@@ -98,3 +102,29 @@ def test_rates_and_concurrencies_mixed_are_ordered_by_rule_and_said_so(tmp_path:
     )
     assert note in render_md.render(report)
     assert note in render_html.render(report)
+
+
+def test_bench_json_records_each_point_s_rate_and_the_frontier_reads_it(tmp_path: Path) -> None:
+    """bench.json says at what rate each point was sent (absent: unpaced), so a results
+    directory whose spec.toml is gone or unreadable still orders and labels its loads."""
+    bench = Bench(
+        points=(
+            LoadPoint(name="r3", workload=Workload(request_rate=3.0, max_concurrency=4)),
+            LoadPoint(name="c4", workload=Workload(max_concurrency=4)),
+        )
+    )
+    points = _summarize(BenchData(), [], bench).points or {}
+    assert points["r3"].request_rate == 3.0 and points["c4"].request_rate is None
+    assert "request_rate" not in points["c4"].to_dict()  # unpaced: left out, as null fields are
+    assert points["r3"].to_dict()["request_rate"] == 3.0
+
+    run = write_run(tmp_path / "run", ["a"], slo=SLO, concurrency=4)
+    (run / "spec.toml").write_text("not toml [")  # the spec's rates cannot be read
+    ttfts = {"headline": [10.0] * 8, "r3": [50.0] * 16}
+    write_cell(run, "a", launches(2, throughput=100.0, ttfts=ttfts), concurrency={"r3": 4})
+    path = run / "cells/a/bench.json"
+    doc = json.loads(path.read_text())
+    doc["data"]["points"]["r3"]["request_rate"] = 3.0
+    path.write_text(json.dumps(doc))
+    loads = {ld.name: ld for ld in build_model(load_run(run)).loads}
+    assert loads["r3"].request_rate == 3.0 and loads["r3"].label() == "r3 (rate 3/s, concurrency 4)"
