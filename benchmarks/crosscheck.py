@@ -24,7 +24,7 @@ from stackmatrix.bench.metrics import round_metrics
 from stackmatrix.bench.server import launch
 from stackmatrix.bench.tinymodel import make_tiny_model
 from stackmatrix.bench.workload import generate
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.spec_model import Workload
 from stackmatrix.stats.tdist import t_ppf
 

@@ -45,7 +45,7 @@ from stackmatrix.bench.engines import get_engine
 from stackmatrix.bench.metrics import round_metrics
 from stackmatrix.bench.server import launch
 from stackmatrix.bench.workload import generate
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.spec_model import Workload
 from stackmatrix.stats.tdist import t_ppf
 

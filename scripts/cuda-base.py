@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from stackmatrix import _atomic  # noqa: E402  (the checkout's own package, after sys.path)
-from stackmatrix.build import _docker_cli, _docker_context  # noqa: E402
+from stackmatrix.builder import _docker_cli, _docker_context  # noqa: E402
 
 DEBIAN_BASE = "stackmatrix-test/bookworm-python:1"  # the docker tests' base, shared
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stackmatrix-test"

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from stackmatrix.build import _docker_rootfs  # noqa: E402  (the checkout's own package)
+from stackmatrix.builder import _docker_rootfs  # noqa: E402  (the checkout's own package)
 
 
 def measured(fn: Callable[[], None], where: Path) -> tuple[float, float, float]:

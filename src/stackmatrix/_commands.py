@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from stackmatrix.spec import load_spec
+    from stackmatrix.specfile import load_spec
 
     spec = load_spec(args.spec)
     print(f"{args.spec}: valid; {len(spec.cells)} cell(s), baseline {spec.baseline}")
@@ -28,8 +28,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from stackmatrix.plan import describe_difference, github_matrix, make_plan
-    from stackmatrix.spec import load_spec
     from stackmatrix.spec_model import warmup_advice
+    from stackmatrix.specfile import load_spec
 
     spec = load_spec(args.spec)
     if args.github_matrix:
@@ -70,8 +70,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from stackmatrix.executor import get_executor
     from stackmatrix.pipeline import RunOptions, default_work_dir
-    from stackmatrix.spec import load_spec, parse_fail_on
     from stackmatrix.spec_model import warmup_advice
+    from stackmatrix.specfile import load_spec, parse_fail_on
 
     spec = load_spec(args.spec)
     console = Console()
@@ -169,8 +169,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from stackmatrix.report import build_report
-    from stackmatrix.spec import parse_fail_on
-    from stackmatrix.spec.report import parse_slo_args
+    from stackmatrix.specfile import parse_fail_on
+    from stackmatrix.specfile.report import parse_slo_args
 
     outcome = build_report(
         args.results,

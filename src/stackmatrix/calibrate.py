@@ -19,7 +19,7 @@ from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.records import BenchData
 from stackmatrix.records._read import JSONValue
 from stackmatrix.results import PHASES, RunDir
-from stackmatrix.spec import MAX_LAUNCHES, load_spec
+from stackmatrix.specfile import MAX_LAUNCHES, load_spec
 
 if TYPE_CHECKING:
     from stackmatrix.stats.power import Calibration

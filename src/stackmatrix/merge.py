@@ -26,7 +26,7 @@ from stackmatrix.outcome import Fail, write
 from stackmatrix.records import RunRecord
 from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import CellDir, RunDir, check_schema_version, now_iso
-from stackmatrix.spec.cells import MAX_CELLS
+from stackmatrix.specfile.cells import MAX_CELLS
 
 log = logging.getLogger(__name__)
 AGREE_ON = ("spec_name", "spec_hash", "stackmatrix_version", "baseline")
@@ -307,7 +307,7 @@ def _missing_artifact(out: RunDir, cell_id: str, *, linked: bool = False) -> Non
 
 def merge_main(args: argparse.Namespace) -> int:
     from stackmatrix.report import build_report
-    from stackmatrix.spec import parse_fail_on
+    from stackmatrix.specfile import parse_fail_on
 
     merged = merge(args.pieces, args.output)
     # like `stackmatrix run`: without --fail-on, the policy the spec's [report] declares

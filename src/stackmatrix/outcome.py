@@ -1,7 +1,7 @@
 """How a phase says that a cell was not run (`Skip`) or ran and failed (`Fail`), and the
 one way either becomes the cell's recorded result (`apply`, `record`, `write`).
 
-A phase's per-cell body (`build/phase.py` `build_cell`, `check/phase.py` `check_cell`)
+A phase's per-cell body (`builder/phase.py` `build_cell`, `check/phase.py` `check_cell`)
 raises them and returns its ok result otherwise; `pipeline/runner.py` `run_phase`
 records what the body did, a crash (`results.PhaseRun.crash`) and Ctrl-C
 (`PhaseRun.interrupt`) included. The bench interleaves its cells' launches, so it

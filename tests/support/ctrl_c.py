@@ -95,7 +95,7 @@ def pids_running(marker: str) -> list[int]:
 
 def _main(args: list[str]) -> int:
     from stackmatrix import pipeline
-    from stackmatrix.build import _docker_cli
+    from stackmatrix.builder import _docker_cli
 
     log_path, argv = Path(args[0]), args[1:]
     try:

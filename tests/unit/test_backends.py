@@ -1,6 +1,6 @@
 """The backend interface and its registry: every backend a spec may
 name is registered, host backends run things as they are, and no module outside
-src/stackmatrix/build/ decides by a backend's name."""
+src/stackmatrix/builder/ decides by a backend's name."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build.backends import DockerBackend, get_backend
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.backends import DockerBackend, get_backend
+from stackmatrix.builder.base import Environment
 from stackmatrix.spec_model import BACKENDS
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "stackmatrix"

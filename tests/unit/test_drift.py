@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from stackmatrix.build.base import LockEntry
-from stackmatrix.build.lock import parse_compiled
-from stackmatrix.build.resolver_drift import detect_drift
+from stackmatrix.builder.base import LockEntry
+from stackmatrix.builder.lock import parse_compiled
+from stackmatrix.builder.resolver_drift import detect_drift
 from stackmatrix.spec_model import Cell
 
 COMPILED = """\

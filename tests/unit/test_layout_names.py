@@ -44,7 +44,7 @@ _PATH_CALLS = ("joinpath", "glob", "rglob", "with_name", "with_suffix", "with_st
 
 _COMPAT = "compat/'s data files, read through check/_data.py: not in the results"
 _MODEL = "a file of a Hugging Face model directory, the engine's input"
-_CONTEXT = "the docker build context (build/_docker_context.py), not the results"
+_CONTEXT = "the docker build context (builder/_docker_context.py), not the results"
 _ENV = "a venv cell's own directory under the work directory, not the results"
 _CACHE = "the static-scan cache under the work directory, not the results"
 _COMPAT_FILES = (
@@ -74,20 +74,20 @@ NOT_RESULTS: dict[str, dict[str, str]] = {
     "report/model.py": {"compat/log_patterns.toml": _COMPAT},
     "check/scancache.py": {"{}.json": _CACHE, "*.json": _CACHE, "*.toml": _COMPAT},
     "check/nvcc.py": {"version.json": "the CUDA toolkit's own version file"},
-    "build/lockscript.py": {"direct_url.json": "an installed distribution's PEP 610 record"},
+    "builder/lockscript.py": {"direct_url.json": "an installed distribution's PEP 610 record"},
     "bench/tokenizer.py": {"tokenizer.json": _MODEL},
     "bench/tinymodel.py": {"config.json": _MODEL, "stackmatrix-tiny-model.json": _MODEL},
     "bench/_tinymodel_script.py": {"stackmatrix-tiny-model.json": _MODEL},
-    "build/venv.py": {"stackmatrix-env.json": _ENV, "lock.txt": _ENV, ".lock": _ENV},
-    "build/_docker_context.py": {
+    "builder/venv.py": {"stackmatrix-env.json": _ENV, "lock.txt": _ENV, ".lock": _ENV},
+    "builder/_docker_context.py": {
         "stackmatrix-compiled.txt": "the resolved lock, kept inside the image's venv",
         "requirements.txt": _CONTEXT,
         "system-python.sh": _CONTEXT,
         "plan.json": _CONTEXT,
     },
-    "build/docker.py": {"requirements.txt": _CONTEXT, "plan.json": _CONTEXT},
-    "build/_docker_cli.py": {".ci/start-dockerd.sh": "a script of this repository, in advice"},
-    "spec/bench.py": {"prompts.jsonl": "an example of a user's prompt file, in a message"},
+    "builder/docker.py": {"requirements.txt": _CONTEXT, "plan.json": _CONTEXT},
+    "builder/_docker_cli.py": {".ci/start-dockerd.sh": "a script of this repository, in advice"},
+    "specfile/bench.py": {"prompts.jsonl": "an example of a user's prompt file, in a message"},
 }
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "stackmatrix"
 SCRIPT = ROOT / "scripts" / "code-metrics.py"
 LISTED = Path(__file__).with_name("phase_imports.txt")
-PHASES = ("spec", "build", "check", "bench", "report", "explain", "executor", "pipeline")
+PHASES = ("specfile", "builder", "check", "bench", "report", "explain", "executor", "pipeline")
 # the typed records of the results files: what every phase reads them through
 SHARED_PACKAGES = ("records", "stats")
 

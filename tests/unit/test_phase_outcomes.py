@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import phase as build_phase_mod
-from stackmatrix.build.base import BuildOutcome
+from stackmatrix.builder import phase as build_phase_mod
+from stackmatrix.builder.base import BuildOutcome
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.outcome import Fail
 from stackmatrix.pipeline import RunOptions, bench_phase, build_phase, check_phase, select_cells
 from stackmatrix.plan import PlannedCell
 from stackmatrix.records._read import JSONObject
 from stackmatrix.results import PhaseResult, RunDir
-from stackmatrix.spec import load_spec
 from stackmatrix.spec_model import Cell
+from stackmatrix.specfile import load_spec
 
 SPEC = 'name = "s"\nbaseline = "a"\n\n[[cell]]\nid = "a"\nbackend = "current"\n'
 UNBUILT = "no environment to check: the build phase did not succeed"

@@ -15,7 +15,7 @@ from stackmatrix.cli import main
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.pipeline import RunOptions, environments, open_run_dir
 from stackmatrix.results import RunDir
-from stackmatrix.spec import load_spec
+from stackmatrix.specfile import load_spec
 
 SPEC = 'name = "{name}"\n\n[[cell]]\nid = "a"\nbackend = "current"\n'
 

@@ -14,7 +14,7 @@ from stackmatrix.bench import workload
 from stackmatrix.errors import StackmatrixError
 from stackmatrix.pipeline import RunOptions, bench_phase, select_cells
 from stackmatrix.results import INTERNAL_ERROR, PhaseResult, RunDir, Status, now_iso
-from stackmatrix.spec import load_spec
+from stackmatrix.specfile import load_spec
 
 SPEC = """
 name = "bench-crash"

@@ -17,7 +17,7 @@ from stackmatrix.pipeline.rundir import mark_finished
 from stackmatrix.pipeline.runner import reusable, run_phase
 from stackmatrix.records import RunRecord
 from stackmatrix.results import INTERNAL_ERROR, CellDir, PhaseResult, PhaseRun, RunDir, Status
-from stackmatrix.spec import load_spec
+from stackmatrix.specfile import load_spec
 
 SPEC = 'name = "s"\nbaseline = "a"\n\n[[cell]]\nid = "a"\nbackend = "current"\n'
 

@@ -4,7 +4,7 @@ import json
 from dataclasses import replace
 
 from stackmatrix.plan import content_hash, github_matrix, make_plan, run_hash
-from stackmatrix.spec import parse_spec
+from stackmatrix.specfile import parse_spec
 
 RAW = {
     "name": "p",

@@ -15,7 +15,7 @@ from tests.support.ctrl_c import INTERRUPTED_EXIT, ctrl_c_during_stream
 
 from stackmatrix import _proc
 from stackmatrix.bench import server
-from stackmatrix.build import _docker_cli
+from stackmatrix.builder import _docker_cli
 
 TOKEN = "hf_" + "0123456789abcdef" * 2  # the shape of a Hugging Face token
 SECRET_ARGS = ("--hf-token", TOKEN, f"--api-key={TOKEN}")

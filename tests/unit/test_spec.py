@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from stackmatrix.cli import main
 from stackmatrix.errors import SpecError
-from stackmatrix.spec import BENCH_KEYS, CELL_KEYS, REPORT_KEYS, load_spec, parse_spec
+from stackmatrix.specfile import BENCH_KEYS, CELL_KEYS, REPORT_KEYS, load_spec, parse_spec
 
 MINIMAL: dict[str, Any] = {"name": "m", "cell": [{"id": "a", "pins": ["six==1.16.0"]}]}
 

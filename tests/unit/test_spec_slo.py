@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from stackmatrix.bench import phase
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.errors import ResultsError, SpecError, UsageError
 from stackmatrix.plan import make_plan
 from stackmatrix.records import RunRecord
 from stackmatrix.records.run import read_run_json
 from stackmatrix.results import RunDir
-from stackmatrix.spec import parse_spec
-from stackmatrix.spec.report import parse_slo_args
 from stackmatrix.spec_model import SloBound
+from stackmatrix.specfile import parse_spec
+from stackmatrix.specfile.report import parse_slo_args
 
 ENV = Environment(backend="venv", python=("/nowhere/python",))
 

@@ -1,4 +1,4 @@
-"""spec/_write.py: a typed spec written as TOML reads back as the same spec."""
+"""specfile/_write.py: a typed spec written as TOML reads back as the same spec."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.synthetic import story_cells, write_run
 
-from stackmatrix.spec import load_spec, parse_spec
-from stackmatrix.spec._write import dumps
 from stackmatrix.spec_model import (
     Bench,
     Cell,
@@ -23,6 +21,8 @@ from stackmatrix.spec_model import (
     Spec,
     Workload,
 )
+from stackmatrix.specfile import load_spec, parse_spec
+from stackmatrix.specfile._write import dumps
 
 MATRIX = Path(__file__).resolve().parents[2] / "matrix"
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build._uv import find_python, index_args, unreachable_index
+from stackmatrix.builder._uv import find_python, index_args, unreachable_index
 from stackmatrix.spec_model import Cell
 
 UV_DNS_ERROR = """error: Request failed after 3 retries in 9.2s

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import _uv, venv
+from stackmatrix.builder import _uv, venv
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 

@@ -143,7 +143,7 @@ def run_launch(
 
 
 def _on_host(st: CellState) -> bool:
-    from stackmatrix.build.backends import get_backend
+    from stackmatrix.builder.backends import get_backend
 
     return st.environment is not None and get_backend(st.environment.backend).on_host
 

@@ -186,7 +186,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _cleanup(backend: str, handle: str) -> None:
-    from stackmatrix.build.backends import get_backend
+    from stackmatrix.builder.backends import get_backend
 
     try:
         found = get_backend(backend)

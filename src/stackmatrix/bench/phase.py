@@ -30,7 +30,7 @@ from stackmatrix.bench._cell import CellState, finish, record_launch
 from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.errors import ResultsError
 from stackmatrix.outcome import Fail, Skip, apply, record
 from stackmatrix.records import BenchData, check_verdict

@@ -23,8 +23,8 @@ from stackmatrix import _proc
 from stackmatrix._secrets import redact_files, redact_known, secret_values
 from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
-from stackmatrix.build.backends import Backend, get_backend
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.backends import Backend, get_backend
+from stackmatrix.builder.base import Environment
 from stackmatrix.records._read import JSONObject
 
 log = logging.getLogger(__name__)

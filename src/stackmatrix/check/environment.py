@@ -17,8 +17,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from stackmatrix import _proc
-from stackmatrix.build.backends import get_backend
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.backends import get_backend
+from stackmatrix.builder.base import Environment
 from stackmatrix.check import _data, driver, libs, nvcc, probe, relevance, scancache
 from stackmatrix.check.cudamajor import cell_cuda_findings
 from stackmatrix.check.drivermajor import driver_major_findings

@@ -9,7 +9,7 @@ against libcudart.so.13, then failed in CUDA 12.9 workers with
 cudaErrorInsufficientDriver (flashinfer #5145). The check reads each cached module's
 DT_NEEDED, as the loader will, and compares its CUDA major with the cell's.
 
-Which cache a cell's server uses is decided as at launch (build/jitcache.py): the
+Which cache a cell's server uses is decided as at launch (builder/jitcache.py): the
 cell's FLASHINFER_WORKSPACE_BASE, else this process's, else a venv's own `jit-cache`,
 else the home directory (a `current` cell's). A docker cell keeps its cache in a volume
 the exported root does not show: only a cache its env points into the image is read.
@@ -25,9 +25,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from stackmatrix.build import jitcache
-from stackmatrix.build.backends import get_backend
-from stackmatrix.build.base import Environment
+from stackmatrix.builder import jitcache
+from stackmatrix.builder.backends import get_backend
+from stackmatrix.builder.base import Environment
 from stackmatrix.check import libs
 from stackmatrix.check._elffile import ELFFile
 from stackmatrix.check._elftypes import ELFError

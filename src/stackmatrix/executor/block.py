@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 def block_main(args: argparse.Namespace, progress: Progress) -> int:
     from stackmatrix.pipeline import default_work_dir
-    from stackmatrix.spec import load_spec
+    from stackmatrix.specfile import load_spec
 
     spec = replace(load_spec(args.spec), order_seed=args.order_seed)
     opts = RunOptions(

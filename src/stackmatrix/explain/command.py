@@ -14,8 +14,8 @@ from stackmatrix.explain.plan import plan_lines
 from stackmatrix.explain.roundspec import check
 from stackmatrix.explain.runner import RoundRunner, explain_cell
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
-from stackmatrix.spec import MAX_LAUNCHES
 from stackmatrix.spec_model import Spec
+from stackmatrix.specfile import MAX_LAUNCHES
 
 Progress = Callable[[str, str, str], None]
 

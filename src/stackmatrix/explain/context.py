@@ -100,7 +100,7 @@ def _context(
 def _original_spec(path: Path, digest: str) -> Spec | None:
     """The original spec, when it is still the one run."""
     from stackmatrix.pipeline.rundir import spec_digest
-    from stackmatrix.spec import load_spec
+    from stackmatrix.specfile import load_spec
 
     try:
         if not path.is_file() or spec_digest(path) != digest:
@@ -113,7 +113,7 @@ def _original_spec(path: Path, digest: str) -> Spec | None:
 def _results_copy(results: RunResults, needed: Sequence[str]) -> Spec:
     """The results' copy of the spec as run (its secret values hidden), its cells those
     of plan.json that explaining needs: the baseline and the cell."""
-    from stackmatrix.spec import parse_spec
+    from stackmatrix.specfile import parse_spec
 
     spec_file = results.path / layout.SPEC_TOML
     try:

@@ -15,8 +15,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from stackmatrix.errors import SpecError
 from stackmatrix.explain.context import ExplainContext
 from stackmatrix.explain.derive import Change, pin_names
-from stackmatrix.spec._write import dumps
 from stackmatrix.spec_model import Bench, Cell, ReportPolicy, Spec
+from stackmatrix.specfile._write import dumps
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._~=+,-]+")
 
@@ -68,7 +68,7 @@ def check(spec: Spec) -> str:
     """The spec's TOML text, once the loader has taken it and read back this very spec:
     what a derived spec asks for (an id, a pin, a path, a count) is held to every rule a
     spec file is, before anything is built. Raises SpecError as loading the file would."""
-    from stackmatrix.spec import parse_spec
+    from stackmatrix.specfile import parse_spec
 
     text = dumps(spec)
     loaded = parse_spec(tomllib.loads(text), path=spec.path)

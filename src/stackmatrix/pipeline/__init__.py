@@ -15,7 +15,7 @@ complete is not redone.
 
 from __future__ import annotations
 
-from stackmatrix.build.phase import environments
+from stackmatrix.builder.phase import environments
 from stackmatrix.pipeline.bench import TINY_MODEL_PREFIX, bench_phase
 from stackmatrix.pipeline.options import (
     ALL_PHASES,

@@ -7,9 +7,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from stackmatrix.build.backends import get_backend
-from stackmatrix.build.base import Environment
-from stackmatrix.build.phase import environments
+from stackmatrix.builder.backends import get_backend
+from stackmatrix.builder.base import Environment
+from stackmatrix.builder.phase import environments
 from stackmatrix.errors import StackmatrixError
 from stackmatrix.outcome import Fail, Skip, write
 from stackmatrix.pipeline.options import Progress, RunOptions

@@ -1,13 +1,13 @@
 """The build, check and report phases of a run: build and check hand each cell, in
 parallel (`--jobs`), to the phase runner, which runs its package's per-cell entry
-(`build/phase.py` `build_cell`, `check/phase.py` `check_cell`)."""
+(`builder/phase.py` `build_cell`, `check/phase.py` `check_cell`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from stackmatrix.build.base import Environment
-from stackmatrix.build.phase import build_cell, environments, still_there
+from stackmatrix.builder.base import Environment
+from stackmatrix.builder.phase import build_cell, environments, still_there
 from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.rundir import history_db
 from stackmatrix.pipeline.runner import bind, describe, digest, in_parallel, reusable, run_phase

@@ -20,7 +20,7 @@ from stackmatrix.pipeline.options import RunOptions
 from stackmatrix.plan import PlannedCell, make_plan
 from stackmatrix.records import ReportPolicyRecord, RunRecord
 from stackmatrix.results import RunDir, now_iso
-from stackmatrix.spec.report import slo_table
+from stackmatrix.specfile.report import slo_table
 
 log = logging.getLogger(__name__)
 

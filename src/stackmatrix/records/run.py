@@ -9,8 +9,8 @@ from stackmatrix._cellid import refuse_unsafe
 from stackmatrix._validate import Problems
 from stackmatrix.records._read import JSONObject, JSONValue, decode, plain, problem
 from stackmatrix.results import RunDir
-from stackmatrix.spec.report import parse_slo
 from stackmatrix.spec_model import CONFIDENCE_RANGE, MIN_EFFECT_RANGE
+from stackmatrix.specfile.report import parse_slo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,7 +22,7 @@ class ReportPolicyRecord:
     confidence: float | None = None
     min_effect: float | None = None
     fail_on: tuple[str, ...] = ()
-    slo: dict[str, float] | None = None  # [report] slo as written (spec/report.py reads it)
+    slo: dict[str, float] | None = None  # [report] slo as written (specfile/report.py reads it)
     extra: JSONObject = field(default_factory=dict)
 
     @classmethod

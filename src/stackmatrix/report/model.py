@@ -42,8 +42,8 @@ from stackmatrix.report.matrix import (
 )
 from stackmatrix.report.prompt_lengths import prompt_length_notes
 from stackmatrix.report.protocol import protocol
-from stackmatrix.spec.report import parse_slo
 from stackmatrix.spec_model import SloBound
+from stackmatrix.specfile.report import parse_slo
 from stackmatrix.stats.power import Calibration, calibrate
 from stackmatrix.stats.verdict import (
     Comparison,

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from stackmatrix.report import _frontier_text
 from stackmatrix.report.frontier import CellFrontier
 from stackmatrix.report.matrix import CellReport, MatrixReport
-from stackmatrix.spec import parse_fail_on
 from stackmatrix.spec_model import FAIL_ON, SLO_FAIL_ON
+from stackmatrix.specfile import parse_fail_on
 from stackmatrix.stats.verdict import Verdict
 
 POLICIES = FAIL_ON

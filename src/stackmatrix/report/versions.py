@@ -1,11 +1,11 @@
 """The versions a cell ran: for each package, the one its server's interpreter imports.
 
 A venv layered on a base interpreter (spec `inherit`) puts its own site-packages before
-the base's (build/venv.py `_inherit` writes a .pth, and the directories a .pth adds come
+the base's (builder/venv.py `_inherit` writes a .pth, and the directories a .pth adds come
 after the venv's own), so one name can be installed twice. Python imports the first on
 sys.path. The check's inventory keeps that one (check/inventory.py reads the
 interpreter's real sys.path in order, first wins); the build's lock keeps whichever
-`importlib.metadata.distributions()` yielded last (build/lock.py), the shadowed copy.
+`importlib.metadata.distributions()` yielded last (builder/lock.py), the shadowed copy.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tests.support.tokenizer_json import write_tokenizer
 
 from stackmatrix.bench import tokenizer, workload
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.results import PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import venv
-from stackmatrix.build.base import Environment
+from stackmatrix.builder import venv
+from stackmatrix.builder.base import Environment
 from stackmatrix.check.phase import check_environment
 from stackmatrix.spec_model import Cell
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tests.support.auth_index import PASSWORD, USER, WHEEL, auth_index, files_holding
 
-from stackmatrix.build import venv
+from stackmatrix.builder import venv
 from stackmatrix.spec_model import Cell
 
 pytestmark = pytest.mark.integration

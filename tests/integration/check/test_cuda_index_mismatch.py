@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import venv
+from stackmatrix.builder import venv
 from stackmatrix.check.phase import CheckOutcome, check_environment
 from stackmatrix.findings import Severity
 from stackmatrix.spec_model import Cell

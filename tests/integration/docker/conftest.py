@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import _docker_cli
+from stackmatrix.builder import _docker_cli
 
 BASE_IMAGE = "stackmatrix-test/bookworm-python:1"
 NO_PYTHON_IMAGE = "stackmatrix-test/no-python:1"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import _docker_cli, docker
-from stackmatrix.build.base import BuildOutcome
+from stackmatrix.builder import _docker_cli, docker
+from stackmatrix.builder.base import BuildOutcome
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import _docker_cli, docker
-from stackmatrix.build.base import Environment
+from stackmatrix.builder import _docker_cli, docker
+from stackmatrix.builder.base import Environment
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 
@@ -242,7 +242,7 @@ def test_jit_caches_outlive_each_launchs_container(
     environment: Environment, engine: _docker_cli.ContainerEngine
 ) -> None:
     # each launch is a new --rm container: without the volume the second would be cold
-    from stackmatrix.build import jitcache
+    from stackmatrix.builder import jitcache
 
     assert environment.image is not None
     volume = jitcache.cache_volume(environment.image)
@@ -283,7 +283,7 @@ def test_jit_caches_outlive_each_launchs_container(
 def test_an_image_that_is_not_root_keeps_its_caches_in_the_container(
     base_image: str, engine: _docker_cli.ContainerEngine
 ) -> None:
-    from stackmatrix.build import jitcache
+    from stackmatrix.builder import jitcache
 
     tag = f"stackmatrix-test/nonroot:{uuid.uuid4().hex[:8]}"
     cid = subprocess.run(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.support.auth_index import PASSWORD, USER, WHEEL, auth_index, files_holding
 
-from stackmatrix.build import _docker_cli, docker
+from stackmatrix.builder import _docker_cli, docker
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 

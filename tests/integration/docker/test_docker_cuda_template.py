@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import _docker_cli, _docker_context
+from stackmatrix.builder import _docker_cli, _docker_context
 from stackmatrix.spec_model import Cell
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]

@@ -12,7 +12,7 @@ from typing import IO, Any
 import pytest
 
 from stackmatrix import _proc
-from stackmatrix.build import _docker_cli, _docker_rootfs, _untar
+from stackmatrix.builder import _docker_cli, _docker_rootfs, _untar
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

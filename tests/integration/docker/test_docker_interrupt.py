@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.support.ctrl_c import INTERRUPTED_EXIT, ctrl_c_during_stream, pids_running
 
-from stackmatrix.build import _docker_cli
+from stackmatrix.builder import _docker_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from stackmatrix.build import _docker_cli, docker, jitcache
+from stackmatrix.builder import _docker_cli, docker, jitcache
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

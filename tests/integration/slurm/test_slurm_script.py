@@ -14,8 +14,8 @@ import pytest
 
 from stackmatrix.errors import SpecError
 from stackmatrix.executor._script import BlockCommand, sbatch_argv, script_text
-from stackmatrix.spec import parse_spec
 from stackmatrix.spec_model import Executor
+from stackmatrix.specfile import parse_spec
 
 HOSTILE = "a b'c\"d $(touch pwned) `touch pwned2` ;touch pwned3 %j\\n*"
 

@@ -23,14 +23,14 @@ from stackmatrix.bench._steady import SteadyLog
 from stackmatrix.bench.client import ClientOptions, RequestRecord, RoundOutcome, run_round_async
 from stackmatrix.bench.engines import get_engine, post_until_ok
 from stackmatrix.bench.phase import inputs_hash
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.errors import SpecError
 from stackmatrix.records import RoundRecord
 from stackmatrix.report.load import load_run
 from stackmatrix.report.model import build_model
 from stackmatrix.results import RunDir
-from stackmatrix.spec import parse_spec
 from stackmatrix.spec_model import Bench, Workload
+from stackmatrix.specfile import parse_spec
 
 
 @pytest.fixture

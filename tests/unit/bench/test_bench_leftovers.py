@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.bench import leftovers
-from stackmatrix.build.backends import DockerBackend
+from stackmatrix.builder.backends import DockerBackend
 
 NONCE = leftovers.new_nonce()
 

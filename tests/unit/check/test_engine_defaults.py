@@ -18,7 +18,7 @@ from stackmatrix.check.static import CheckOutcome
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.plan import make_plan
 from stackmatrix.report.failures import cause, failure_text
-from stackmatrix.spec import load_spec
+from stackmatrix.specfile import load_spec
 
 
 def _kimi_like(path: Path, *, mla: bool = True) -> Path:

@@ -26,11 +26,11 @@ NOT_FOR_A_DIRECTORY = (
     "stackmatrix._proc",
     "stackmatrix._secrets",
     "stackmatrix.spec_model",  # the other commands' parser choices: spec_names.py
-    "stackmatrix.spec",
+    "stackmatrix.specfile",
     "stackmatrix.pipeline",
     "stackmatrix.report",
     "stackmatrix.bench",
-    "stackmatrix.build",
+    "stackmatrix.builder",
     "stackmatrix.check.environment",
     "stackmatrix.check.scancache",
     "stackmatrix.check.probe",

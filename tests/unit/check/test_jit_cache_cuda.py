@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.check import jitcuda
 from stackmatrix.check.inventory import read_inventory
 from stackmatrix.check.phase import check_environment
@@ -78,7 +78,7 @@ def test_a_cache_compiled_by_cuda_12_fails_a_cuda_13_cell(
 ) -> None:
     monkeypatch.delenv("FLASHINFER_WORKSPACE_BASE", raising=False)
     site = _site(tmp_path)
-    cache = tmp_path / "venv" / "jit-cache" / ".cache" / "flashinfer"  # build/jitcache.py's
+    cache = tmp_path / "venv" / "jit-cache" / ".cache" / "flashinfer"  # builder/jitcache.py's
     _module(cache, "0.6.4/90/cached_ops/sampling/sampling.so", 12, runtimes)
     _module(cache, "0.6.4/90/cached_ops/norm/norm.so", 13, runtimes)
     _module(cache, "0.6.3/90/cached_ops/old/old.so", 12, runtimes)  # another flashinfer's

@@ -15,7 +15,7 @@ import pytest
 
 from stackmatrix import _proc
 from stackmatrix._datadir import ENV_VAR
-from stackmatrix.build.base import Environment
+from stackmatrix.builder.base import Environment
 from stackmatrix.check import _data, scancache
 from stackmatrix.check import environment as env_check
 from stackmatrix.check.phase import CheckOutcome, check_environment

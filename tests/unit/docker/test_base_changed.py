@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stackmatrix.build import _docker_cli
-from stackmatrix.build._docker_cli import ImageInfo
+from stackmatrix.builder import _docker_cli
+from stackmatrix.builder._docker_cli import ImageInfo
 from stackmatrix.records._read import JSONObject
 
 BASE = "stackmatrix-local/nvidia/cuda:13.0.1-pypi-devel-bookworm"

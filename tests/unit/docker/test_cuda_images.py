@@ -18,9 +18,9 @@ from types import ModuleType
 
 import pytest
 
-from stackmatrix.build import _docker_context
+from stackmatrix.builder import _docker_context
 from stackmatrix.check import missinglibs
-from stackmatrix.spec import load_spec
+from stackmatrix.specfile import load_spec
 
 REPO = Path(__file__).resolve().parents[3]
 

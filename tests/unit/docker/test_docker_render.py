@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import _docker_cli, _docker_context, docker
-from stackmatrix.build._docker_context import ContextError
-from stackmatrix.build.base import Environment
+from stackmatrix.builder import _docker_cli, _docker_context, docker
+from stackmatrix.builder._docker_context import ContextError
+from stackmatrix.builder.base import Environment
 from stackmatrix.results import Status
-from stackmatrix.spec import load_spec
 from stackmatrix.spec_model import Cell
+from stackmatrix.specfile import load_spec
 
 REPO = Path(__file__).resolve().parents[3]
 INSTRUCTIONS = {"ARG", "FROM", "RUN", "COPY", "ENV"}
@@ -209,7 +209,7 @@ def test_missing_client_is_docker_unavailable(
 
 
 def test_install_script_index_args() -> None:
-    from stackmatrix.build import _docker_install
+    from stackmatrix.builder import _docker_install
 
     plan: _docker_install.Plan = {
         "index_url": "https://i/simple",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix import _proc
-from stackmatrix.build import _docker_rootfs, _untar
+from stackmatrix.builder import _docker_rootfs, _untar
 
 IMAGE_ID = "sha256:" + "ab" * 32
 

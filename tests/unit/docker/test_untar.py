@@ -1,4 +1,4 @@
-"""The streamed unpacking of `docker export` (build/_untar.py): what lands where, and what
+"""The streamed unpacking of `docker export` (builder/_untar.py): what lands where, and what
 a hostile archive cannot do."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.build import _untar
+from stackmatrix.builder import _untar
 
 BIG = _untar.Limits(max_bytes=1 << 30)
 Add = Callable[[tarfile.TarFile], None]

@@ -17,8 +17,8 @@ from stackmatrix.explain.context import ExplainContext, prepare
 from stackmatrix.explain.derive import Change
 from stackmatrix.explain.roundspec import check, derived_spec
 from stackmatrix.pipeline import RunOptions
-from stackmatrix.spec import load_spec, parse_spec
 from stackmatrix.spec_model import Bench, Spec
+from stackmatrix.specfile import load_spec, parse_spec
 
 
 def load_spec_text(text: str, path: str) -> Spec:

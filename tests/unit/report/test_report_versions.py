@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.build.lock import lockscript_path, parse_lockscript_output
+from stackmatrix.builder.lock import lockscript_path, parse_lockscript_output
 from stackmatrix.check.inventory import read_inventory
 from stackmatrix.report.load import CellResults
 from stackmatrix.report.versions import cell_versions

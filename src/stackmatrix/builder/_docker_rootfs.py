@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stackmatrix import _proc
-from stackmatrix.build import _docker_cli, _untar
+from stackmatrix.builder import _docker_cli, _untar
 
 log = logging.getLogger(__name__)
 

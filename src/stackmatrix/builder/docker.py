@@ -25,9 +25,9 @@ from pathlib import Path
 
 from stackmatrix import _proc
 from stackmatrix._secrets import has_credentials, is_secret_name, redact_files
-from stackmatrix.build import _docker_cli, _docker_context, _docker_rootfs
-from stackmatrix.build._docker_cli import ContainerEngine, EngineProblem, ImageInfo
-from stackmatrix.build._docker_containers import (
+from stackmatrix.builder import _docker_cli, _docker_context, _docker_rootfs
+from stackmatrix.builder._docker_cli import ContainerEngine, EngineProblem, ImageInfo
+from stackmatrix.builder._docker_containers import (
     OWNER_LABEL,
     PASS_ENV,
     container_command,
@@ -36,13 +36,13 @@ from stackmatrix.build._docker_containers import (
     remove_container,
     removing,
 )
-from stackmatrix.build._docker_context import (
+from stackmatrix.builder._docker_context import (
     COMPILED_NAME,
     IMAGE_PYTHON,
     VENV_PATH,
     ContextError,
 )
-from stackmatrix.build.base import BuildOutcome, Environment, LockEntry
+from stackmatrix.builder.base import BuildOutcome, Environment, LockEntry
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.records._read import JSONObject
 from stackmatrix.results import Status
@@ -258,7 +258,7 @@ def _inventory(
     engine: ContainerEngine, container: str, tag: str, log_path: Path
 ) -> str | BuildOutcome:
     """What lockscript.py prints when run by the image's venv python."""
-    from stackmatrix.build.lock import lockscript_path
+    from stackmatrix.builder.lock import lockscript_path
 
     script = lockscript_path().read_bytes()
     res = _docker_rootfs.start_attached(engine.docker, container, script, INVENTORY_TIMEOUT_S)
@@ -275,7 +275,7 @@ def _inventory(
 
 
 def _lock(cell: Cell, inventory: str, root: Path) -> list[LockEntry]:
-    from stackmatrix.build.lock import parse_compiled, parse_lockscript_output
+    from stackmatrix.builder.lock import parse_compiled, parse_lockscript_output
 
     compiled_file = root / VENV_PATH.lstrip("/") / COMPILED_NAME
     compiled = parse_compiled(compiled_file.read_text()) if compiled_file.is_file() else {}
@@ -291,7 +291,7 @@ def _json_line(text: str) -> str:
 
 
 def _findings(cell: Cell, lock: Sequence[LockEntry]) -> list[Finding]:
-    from stackmatrix.build.resolver_drift import detect_drift
+    from stackmatrix.builder.resolver_drift import detect_drift
 
     findings = list(detect_drift(cell, lock))
     for name, _ in cell.env:

@@ -12,7 +12,7 @@ from typing import Literal
 
 from stackmatrix import _atomic
 from stackmatrix._secrets import is_secret_name
-from stackmatrix.build._docker_install import Plan
+from stackmatrix.builder._docker_install import Plan
 from stackmatrix.spec_model import Cell
 
 Family = Literal["cuda", "python"]

@@ -1,6 +1,6 @@
 """The `venv` backend: one uv virtual environment per environment, keyed by the content
 hash (what the cell installs, not its server arguments or variables): cells that differ
-only in how the server runs share it, and so share its JIT caches (build/jitcache.py: on
+only in how the server runs share it, and so share its JIT caches (builder/jitcache.py: on
 the H200 each of three attention cells of one environment compiled flashinfer's
 kernels in its own venv's warm-up, 81-191 s, where one compile would do).
 
@@ -27,15 +27,15 @@ from pathlib import Path
 
 from stackmatrix import _atomic, _proc
 from stackmatrix._secrets import redact_files, redact_text
-from stackmatrix.build import _uv
-from stackmatrix.build.base import BuildOutcome, Environment, LockEntry
-from stackmatrix.build.lock import (
+from stackmatrix.builder import _uv
+from stackmatrix.builder.base import BuildOutcome, Environment, LockEntry
+from stackmatrix.builder.lock import (
     lock_digest,
     lockscript_path,
     parse_compiled,
     parse_lockscript_output,
 )
-from stackmatrix.build.resolver_drift import detect_drift
+from stackmatrix.builder.resolver_drift import detect_drift
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell

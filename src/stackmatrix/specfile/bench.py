@@ -12,7 +12,8 @@ from typing import Any, Literal, Required, TypedDict, cast
 from stackmatrix import engine_registry
 from stackmatrix._validate import Problems, join
 from stackmatrix.metric_registry import DEFAULT_HEADLINE
-from stackmatrix.spec._values import (
+from stackmatrix.spec_model import ENGINES, MAX_LAUNCHES, METRICS, Bench, LoadPoint, Workload
+from stackmatrix.specfile._values import (
     check_bool,
     check_int,
     check_list,
@@ -24,7 +25,6 @@ from stackmatrix.spec._values import (
     get_table,
     or_default,
 )
-from stackmatrix.spec_model import ENGINES, MAX_LAUNCHES, METRICS, Bench, LoadPoint, Workload
 
 BENCH_KEYS = tuple(f.name for f in fields(Bench))
 WORKLOAD_KEYS = tuple(f.name for f in fields(Workload))

@@ -9,7 +9,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from stackmatrix.build.base import LockEntry
+from stackmatrix.builder.base import LockEntry
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.spec_model import Cell
 

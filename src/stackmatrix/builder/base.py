@@ -115,7 +115,7 @@ class BuildOutcome:
         findings: tuple[Finding, ...] = (),
         data: Mapping[str, Any] | None = None,
     ) -> BuildOutcome:
-        """No environment, and why (`build/phase.py` makes it the cell's failed result)."""
+        """No environment, and why (`builder/phase.py` makes it the cell's failed result)."""
         return cls(
             status=Status.FAILED,
             environment=None,

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from stackmatrix import _proc
-from stackmatrix.build.base import BuildOutcome, Environment
-from stackmatrix.build.lock import lockscript_path, parse_lockscript_output
-from stackmatrix.build.resolver_drift import detect_drift
+from stackmatrix.builder.base import BuildOutcome, Environment
+from stackmatrix.builder.lock import lockscript_path, parse_lockscript_output
+from stackmatrix.builder.resolver_drift import detect_drift
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 

@@ -12,7 +12,8 @@ from typing import Any, cast
 from stackmatrix._cellid import ID_RE
 from stackmatrix._validate import Problems, join
 from stackmatrix.errors import SpecError
-from stackmatrix.spec._values import (
+from stackmatrix.spec_model import ORDERS, Cell, Spec
+from stackmatrix.specfile._values import (
     check_str,
     duplicates,
     get_choice,
@@ -21,11 +22,10 @@ from stackmatrix.spec._values import (
     get_str_list,
     get_table,
 )
-from stackmatrix.spec.bench import parse_bench
-from stackmatrix.spec.cells import CELL_KEYS, MAX_CELLS, CellIds, axis_cells, explicit_cells
-from stackmatrix.spec.executor import parse_executor
-from stackmatrix.spec.report import parse_report
-from stackmatrix.spec_model import ORDERS, Cell, Spec
+from stackmatrix.specfile.bench import parse_bench
+from stackmatrix.specfile.cells import CELL_KEYS, MAX_CELLS, CellIds, axis_cells, explicit_cells
+from stackmatrix.specfile.executor import parse_executor
+from stackmatrix.specfile.report import parse_report
 
 _TARGET_RE = re.compile(r"^sm_\d{2,3}[af]?$")
 

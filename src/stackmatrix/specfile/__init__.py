@@ -14,7 +14,8 @@ reject characters that have no business in a pin, URL or name.
 
 from __future__ import annotations
 
-from stackmatrix.spec.bench import (
+from stackmatrix.spec_model import MAX_LAUNCHES
+from stackmatrix.specfile.bench import (
     BENCH_KEYS,
     GENERATED_MODELS,
     MAX_CLIENT_WORKERS,
@@ -25,10 +26,9 @@ from stackmatrix.spec.bench import (
     POINT_KEYS,
     WORKLOAD_KEYS,
 )
-from stackmatrix.spec.cells import CELL_KEYS, LIST_FIELDS, MAX_CELLS
-from stackmatrix.spec.parse import MAX_SPEC_BYTES, TOP_KEYS, load_spec, parse_spec
-from stackmatrix.spec.report import REPORT_KEYS, parse_fail_on
-from stackmatrix.spec_model import MAX_LAUNCHES
+from stackmatrix.specfile.cells import CELL_KEYS, LIST_FIELDS, MAX_CELLS
+from stackmatrix.specfile.parse import MAX_SPEC_BYTES, TOP_KEYS, load_spec, parse_spec
+from stackmatrix.specfile.report import REPORT_KEYS, parse_fail_on
 
 __all__ = [
     "BENCH_KEYS",

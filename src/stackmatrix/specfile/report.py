@@ -10,16 +10,6 @@ from typing import Any, cast
 
 from stackmatrix._validate import Problems, join, type_name
 from stackmatrix.errors import UsageError
-from stackmatrix.spec._values import (
-    check_bool,
-    check_int,
-    check_list,
-    get_choice,
-    get_float,
-    get_str_list,
-    get_table,
-    or_default,
-)
 from stackmatrix.spec_model import (
     CONFIDENCE_RANGE,
     FAIL_ON,
@@ -30,6 +20,16 @@ from stackmatrix.spec_model import (
     ReportPolicy,
     SloBound,
     SloKind,
+)
+from stackmatrix.specfile._values import (
+    check_bool,
+    check_int,
+    check_list,
+    get_choice,
+    get_float,
+    get_str_list,
+    get_table,
+    or_default,
 )
 
 REPORT_KEYS = tuple(f.name for f in fields(ReportPolicy))

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stackmatrix import _proc
-from stackmatrix.build import _docker_cli, jitcache
-from stackmatrix.build._docker_context import IMAGE_PYTHON
-from stackmatrix.build.base import Environment
+from stackmatrix.builder import _docker_cli, jitcache
+from stackmatrix.builder._docker_context import IMAGE_PYTHON
+from stackmatrix.builder.base import Environment
 
 log = logging.getLogger(__name__)
 

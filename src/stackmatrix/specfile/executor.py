@@ -12,7 +12,8 @@ from dataclasses import fields
 from typing import Any, cast
 
 from stackmatrix._validate import Problems
-from stackmatrix.spec._values import (
+from stackmatrix.spec_model import EXECUTORS, Executor
+from stackmatrix.specfile._values import (
     get_choice,
     get_float,
     get_int,
@@ -20,7 +21,6 @@ from stackmatrix.spec._values import (
     get_str_list,
     get_table,
 )
-from stackmatrix.spec_model import EXECUTORS, Executor
 
 EXECUTOR_KEYS = tuple(f.name for f in fields(Executor))
 

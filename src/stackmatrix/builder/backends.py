@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from stackmatrix.build.base import BuildOutcome, Environment
+from stackmatrix.builder.base import BuildOutcome, Environment
 from stackmatrix.spec_model import Cell
 
 # the engine's argv for a given interpreter prefix (Engine.launch_argv, bound to the
@@ -70,8 +70,8 @@ class _Backend:
     def build(
         self, cell: Cell, *, spec_dir: Path, work_dir: Path, log_path: Path, content_hash: str
     ) -> BuildOutcome:
-        """The module stackmatrix.build.<name>'s `build` (imported when a cell needs it)."""
-        module = importlib.import_module(f"stackmatrix.build.{self.name}")
+        """The module stackmatrix.builder.<name>'s `build` (imported when a cell needs it)."""
+        module = importlib.import_module(f"stackmatrix.builder.{self.name}")
         outcome: BuildOutcome = module.build(
             cell,
             spec_dir=spec_dir,
@@ -113,7 +113,7 @@ class VenvBackend(_HostBackend):
         return dataclasses.replace(command, env=self.server_env(env))
 
     def server_env(self, env: Environment) -> dict[str, str]:
-        from stackmatrix.build import jitcache
+        from stackmatrix.builder import jitcache
 
         return jitcache.venv_env(env)  # its own FlashInfer cache
 
@@ -130,14 +130,14 @@ class DockerBackend(_Backend):
     on_host: ClassVar[bool] = False
 
     def python_command(self, env: Environment, *, writable: Sequence[Path] = ()) -> list[str]:
-        from stackmatrix.build import docker
+        from stackmatrix.builder import docker
 
         return docker.python_command(env, writable=writable)
 
     def server_command(
         self, env: Environment, launch: LaunchArgv, *, port: int, model: str, gpus: bool
     ) -> ServerCommand:
-        from stackmatrix.build import docker, jitcache
+        from stackmatrix.builder import docker, jitcache
 
         name = f"stackmatrix-{uuid.uuid4().hex[:12]}"
         # the container shares the host's network (container_command's default), and
@@ -157,7 +157,7 @@ class DockerBackend(_Backend):
         return ServerCommand(argv=argv, handle=name)
 
     def cleanup(self, handle: str) -> None:
-        from stackmatrix.build import docker
+        from stackmatrix.builder import docker
 
         docker.remove_container(handle)  # only one carrying our owner label; never raises
 

@@ -36,8 +36,8 @@ import os
 from collections.abc import Mapping
 
 from stackmatrix import _proc
-from stackmatrix.build import _docker_cli
-from stackmatrix.build.base import Environment
+from stackmatrix.builder import _docker_cli
+from stackmatrix.builder.base import Environment
 
 log = logging.getLogger(__name__)
 

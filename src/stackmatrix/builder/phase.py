@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from stackmatrix._secrets import is_secret_name, redact
-from stackmatrix.build.backends import get_backend
-from stackmatrix.build.base import BuildOutcome, Environment
-from stackmatrix.build.lock import lock_digest
+from stackmatrix.builder.backends import get_backend
+from stackmatrix.builder.base import BuildOutcome, Environment
+from stackmatrix.builder.lock import lock_digest
 from stackmatrix.outcome import Fail
 from stackmatrix.plan import PlannedCell
 from stackmatrix.records import BuildData

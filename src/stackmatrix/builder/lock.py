@@ -11,7 +11,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from stackmatrix.build.base import LockEntry
+from stackmatrix.builder.base import LockEntry
 from stackmatrix.errors import StackmatrixError
 from stackmatrix.spec_model import Cell
 
@@ -21,7 +21,7 @@ _FROM_LINE = re.compile(r"^\s+# from (\S+)")
 
 def lockscript_path() -> Path:
     """The standalone script that lists an interpreter's installed distributions."""
-    return Path(str(resources.files("stackmatrix.build").joinpath("lockscript.py")))
+    return Path(str(resources.files("stackmatrix.builder").joinpath("lockscript.py")))
 
 
 def parse_compiled(text: str) -> dict[str, tuple[str, str]]:

@@ -15,7 +15,8 @@ from packaging.utils import canonicalize_name
 
 from stackmatrix._cellid import ID_RE
 from stackmatrix._validate import Problems, join, type_name
-from stackmatrix.spec._values import (
+from stackmatrix.spec_model import BACKENDS, Backend, Cell
+from stackmatrix.specfile._values import (
     check_bool,
     check_choice,
     check_env,
@@ -30,7 +31,6 @@ from stackmatrix.spec._values import (
     get_table,
     get_table_list,
 )
-from stackmatrix.spec_model import BACKENDS, Backend, Cell
 
 _PY_RE = re.compile(r"^3\.\d{1,2}(\.\d{1,2})?$")
 _CUDA_RE = re.compile(r"^\d{2}\.\d$")
