@@ -13,6 +13,11 @@ counted, and the server log's own decode speed at `--concurrency` running reques
     PYTHONPATH=src:/tmp/kit-site python3 benchmarks/crosscheck_bench_serving.py \\
         --model /tmp/tiny-kimi --out /tmp/xcheck --reps 6
 
+`--ours text,token_ids` measures our client twice per rep: with text prompts (the
+server tokenizes them) and with the same lengths sent as token ids
+(`bench.workload.prompt_form = "token_ids"`, side `ours-ids`), the form bench_serving's
+`--tokenize-prompt` sends; the first is the side every ratio of `ours` names.
+
 `--backends sglang,sglang-oai` measures bench_serving through each of its backends:
 `sglang` streams from /generate, `sglang-oai` from /v1/completions, the endpoint
 stackmatrix's client uses; the second tells what the endpoint costs apart from the client.
@@ -26,6 +31,7 @@ log's witness is in them. See docs/bench.md ("Cross-check against sglang.bench_s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -87,10 +93,20 @@ def main() -> int:
         default=None,
         help="start no rep once this many seconds have passed since the start",
     )
+    ap.add_argument(
+        "--ours",
+        default="text",
+        help="our client's prompt forms, comma-separated: text (side ours), token_ids "
+        "(side ours-ids)",
+    )
     args = ap.parse_args()
     started = time.monotonic()
     args.backends = [b for b in args.backends.split(",") if b]
-    sides = ["ours", *(side_name(b) for b in args.backends)]
+    args.ours = [f for f in args.ours.split(",") if f]
+    if not set(args.ours) <= set(OURS):
+        ap.error(f"--ours: one or more of {', '.join(OURS)}")
+    mine = [OURS[f] for f in args.ours]
+    sides = [*mine, *(side_name(b) for b in args.backends)]
     args.out.mkdir(parents=True, exist_ok=True)
     found, lengths = tok.find(None, args.model, None)
     if found is None:
@@ -104,7 +120,10 @@ def main() -> int:
         warmup=args.concurrency,
         seed=1,
     )
-    requests = generate(wl, tokenizer=found)
+    requests = {
+        OURS[form]: generate(dataclasses.replace(wl, prompt_form=form), tokenizer=found)
+        for form in args.ours
+    }
     env = Environment(backend="venv", python=(sys.executable,), env={"HF_HUB_OFFLINE": "1"})
     log_path = args.out / "server.log"
     rows: list[dict[str, Any]] = []
@@ -133,8 +152,9 @@ def main() -> int:
             row: dict[str, Any] = {"rep": rep, "first": order[0]}
             for side in order:
                 flush(srv.base_url)
-                if side == "ours":
-                    row["ours"] = ours(requests, opts, args.out / f"ours-R{rep}.jsonl")
+                if side in requests:
+                    path = args.out / f"{side}-R{rep}.jsonl"
+                    row[side] = ours(requests[side], opts, path)
                 else:
                     row[side] = theirs(srv.base_url, args, rep, BACKEND[side])
                 print(f"rep {rep}: {side} done", file=sys.stderr, flush=True)
@@ -145,11 +165,14 @@ def main() -> int:
     witness(rows, log_path.read_text(errors="replace"), args.concurrency, sides)
     for row in rows:
         print(json.dumps(row), flush=True)
-    summary = summarize(rows, args, sides)
+    summary = summarize(rows, args, sides, mine)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary["paired"], indent=2))
     return 0
 
+
+# our client's sides, by the prompt form they send
+OURS = {"text": "ours", "token_ids": "ours-ids"}
 
 # a side's key in each rep's row: bench_serving's sglang backend keeps the name
 # `theirs` of the first cross-check's files
@@ -264,7 +287,7 @@ def witness(rows: list[dict[str, Any]], log: str, running: int, sides: list[str]
 
 
 def summarize(
-    rows: list[dict[str, Any]], args: argparse.Namespace, sides: list[str]
+    rows: list[dict[str, Any]], args: argparse.Namespace, sides: list[str], mine: list[str]
 ) -> dict[str, Any]:
     def ratio(key: str, a: str = "ours", b: str = "theirs") -> dict[str, Any]:
         pairs = [(r[a][key], r[b][key]) for r in rows if r[a].get(key) and r[b].get(key)]
@@ -280,25 +303,36 @@ def summarize(
         return interval([x / y for x, y in pairs])
 
     paired: dict[str, Any] = {}
-    for side in sides[1:]:
+    for me in mine:
+        for side in sides[len(mine) :]:
+            name = "bench_serving" if side == "theirs" else f"bench_serving {BACKEND[side]}"
+            paired |= {
+                f"output_tok_s {me}/{name}": ratio("output_tok_s", a=me, b=side),
+                f"median_tpot {me}/{name}": ratio("median_tpot_ms", a=me, b=side),
+                f"log decode per request, {me}' window / {name}'s": ratio(
+                    "log_decode_tok_s_per_req", a=me, b=side
+                ),
+            }
+    if len(mine) > 1:
+        paired |= {
+            f"median_tpot {me}/{mine[0]}": ratio("median_tpot_ms", a=me, b=mine[0])
+            for me in mine[1:]
+        }
+    for side in sides[len(mine) :]:
         name = "bench_serving" if side == "theirs" else f"bench_serving {BACKEND[side]}"
         paired |= {
-            f"output_tok_s ours/{name}": ratio("output_tok_s", b=side),
-            f"median_tpot ours/{name}": ratio("median_tpot_ms", b=side),
-            f"log decode per request, ours' window / {name}'s": ratio(
-                "log_decode_tok_s_per_req", b=side
-            ),
             f"{name} 1/median_tpot / log decode": per_user(side),
             f"prompt tokens {name} sent per request": sorted(
                 {r[side]["client_prompt_tokens"] / r[side]["completed"] for r in rows}
             ),
         }
-    paired |= {
-        "ours 1/median_tpot / log decode": per_user("ours"),
-        "prompt tokens at the server (ours) per request": sorted(
-            {r["ours"]["server_prompt_tokens"] / r["ours"]["completed"] for r in rows}
-        ),
-    }
+    for me in mine:
+        paired |= {
+            f"{me} 1/median_tpot / log decode": per_user(me),
+            f"prompt tokens at the server ({me}) per request": sorted(
+                {r[me]["server_prompt_tokens"] / r[me]["completed"] for r in rows}
+            ),
+        }
     return {
         "shape": vars(args) | {"out": str(args.out)},
         "reps": rows,

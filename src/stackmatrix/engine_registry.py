@@ -53,6 +53,9 @@ class EngineTraits:
     # it keeps the prefixes it served in a cache between requests (the bench empties it
     # before every round: its adapter's `cache_flush_path`)
     prefix_cache: bool = False
+    # its completions endpoint takes a prompt of token ids (a list of ints), so
+    # `bench.workload.prompt_form = "token_ids"` may be sent to it
+    token_id_prompts: bool = False
 
     @property
     def package(self) -> str | None:
@@ -72,6 +75,7 @@ ENGINES: tuple[EngineTraits, ...] = (
         setting_flags=True,
         jit_packages=("flashinfer-python", "sglang"),
         prefix_cache=True,
+        token_id_prompts=True,  # CompletionRequest.prompt: str | list[int] | ...
     ),
     # vLLM: the API server's module, then what its engine-core process imports and the
     # kernels that vllm/platforms imports for the model (`import_kernels`): `_C` and
@@ -92,7 +96,10 @@ ENGINES: tuple[EngineTraits, ...] = (
         extension_modules=("vllm", "flash_attn", "deep_gemm", "triton", "xformers"),
         setting_flags=True,
         prefix_cache=True,
+        token_id_prompts=True,
     ),
+    # `transformers serve` 5.x answers a prompt that is not a string with "prompt must
+    # be a string." (transformers/cli/serving/completion.py)
     EngineTraits(
         name="transformers",
         distributions=("transformers",),
@@ -101,7 +108,8 @@ ENGINES: tuple[EngineTraits, ...] = (
         setting_flags=True,
     ),
     # a server already running at `bench.url`: its stack is not the cell's
-    EngineTraits(name="external", launches_server=False),
+    # (what it accepts is its own: a prompt it refuses fails each request, recorded)
+    EngineTraits(name="external", launches_server=False, token_id_prompts=True),
 )
 NAMES: tuple[str, ...] = tuple(e.name for e in ENGINES)
 DEFAULT_ENGINE = "transformers"  # a spec's `bench.engine` when it names none

@@ -1,20 +1,21 @@
 """The matrix spec as frozen, keyword-only dataclasses (the one model that the CLI,
-the nox sessions and every phase read). Parsing and validation live in `spec`."""
+the nox sessions and every phase read). Parsing and validation live in `specfile`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
+from stackmatrix.engine_registry import DEFAULT_ENGINE, NAMES
 from stackmatrix.metric_registry import DEFAULT_HEADLINE, HEADLINES
 
 # the vocabularies live apart so the CLI's parser names them without these dataclasses
 from stackmatrix.spec_names import BACKENDS as BACKENDS
-from stackmatrix.spec_names import ENGINES as ENGINES
 from stackmatrix.spec_names import EXECUTORS as EXECUTORS
 from stackmatrix.spec_names import FAIL_ON as FAIL_ON
 from stackmatrix.spec_names import ORDERS as ORDERS
 from stackmatrix.spec_names import PIPELINE_PHASES as PIPELINE_PHASES
+from stackmatrix.spec_names import PROMPT_FORMS as PROMPT_FORMS
 from stackmatrix.spec_names import SLO_FAIL_ON as SLO_FAIL_ON
 from stackmatrix.spec_names import SLO_KEYS as SLO_KEYS
 
@@ -22,8 +23,12 @@ from stackmatrix.spec_names import SLO_KEYS as SLO_KEYS
 METRICS: tuple[str, ...] = HEADLINES
 
 Backend = Literal["venv", "current", "docker"]
-EngineName = Literal["sglang", "vllm", "transformers", "external"]
+ENGINES: tuple[str, ...] = NAMES  # the engines' names are their registry's
+# an engine's name: one of engine_registry.NAMES (the spec's parser holds it to them),
+# not respelled as a Literal here, so a new engine is its registry entry and adapter
+EngineName = str
 WorkloadKind = Literal["random", "file"]
+PromptForm = Literal["text", "token_ids"]
 Order = Literal["balanced", "interleaved", "sequential", "random"]
 ExecutorKind = Literal["local", "slurm"]
 SloKind = Literal["ttft", "tpot", "itl", "e2e"]
@@ -78,6 +83,9 @@ class Workload:
     path: str | None = None  # kind = "file": JSONL or ShareGPT-style JSON
     warmup: int = 2  # requests at the measured concurrency before each round, discarded
     request_timeout_s: float = 300.0
+    # "token_ids": each prompt sent as the client tokenizer's ids (exactly input_len of
+    # them), where the engine takes them; "text": the server tokenizes it
+    prompt_form: PromptForm = "text"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +104,7 @@ MAX_ROUNDS = 1000  # measured rounds of one workload in one launch, min_duration
 
 @dataclass(frozen=True, kw_only=True)
 class Bench:
-    engine: EngineName = "transformers"
+    engine: EngineName = DEFAULT_ENGINE
     model: str = ""
     url: str | None = None  # engine = "external"
     server_args: tuple[str, ...] = ()

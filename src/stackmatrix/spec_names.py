@@ -8,7 +8,10 @@ faster.
 from __future__ import annotations
 
 BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
-ENGINES: tuple[str, ...] = ("sglang", "vllm", "transformers", "external")
+# (the engines' names are their registry's, engine_registry.NAMES: spec_model.ENGINES)
+# bench.workload.prompt_form: prompts sent as text (the server tokenizes them) or as the
+# client tokenizer's ids, exactly input_len of them
+PROMPT_FORMS: tuple[str, ...] = ("text", "token_ids")
 ORDERS: tuple[str, ...] = ("balanced", "interleaved", "sequential", "random")
 EXECUTORS: tuple[str, ...] = ("local", "slurm")  # where launches run: this host, Slurm jobs
 # --fail-on, report.fail_on; the last two judge a cell at the SLO ([report] slo)

@@ -716,3 +716,28 @@ def test_steady_warmup_and_min_duration_keys() -> None:
 def test_bad_steady_and_duration_keys_are_named(key: str, value: object, message: str) -> None:
     [text] = problems({**MINIMAL, "bench": {"model": "/m", key: value}})
     assert text.startswith(message), text
+
+
+def test_prompt_form_token_ids_only_where_the_engine_takes_them() -> None:
+    """transformers serve refuses a prompt that is not a string: the spec says so before
+    anything runs; sglang, vLLM and an external server take token ids."""
+    ids = {"input_len": 100, "prompt_form": "token_ids"}
+    for engine in ("sglang", "vllm"):
+        spec = parse_spec({**MINIMAL, "bench": {"engine": engine, "model": "m", "workload": ids}})
+        assert spec.bench is not None and spec.bench.workload.prompt_form == "token_ids"
+    external = {"engine": "external", "url": "http://127.0.0.1:1", "workload": ids}
+    assert parse_spec({**MINIMAL, "bench": external}).bench is not None
+    got = problems({**MINIMAL, "bench": {"engine": "transformers", "model": "m", "workload": ids}})
+    assert got == [
+        'bench.workload.prompt_form: "token_ids": engine "transformers" takes a prompt '
+        'as a string only; use prompt_form = "text"'
+    ]
+    point = _with_points([{"name": "c2", "max_concurrency": 2, "prompt_form": "token_ids"}])
+    assert problems(point) == [
+        'bench.points[0].prompt_form: "token_ids": engine "transformers" takes a prompt '
+        'as a string only; use prompt_form = "text"'
+    ]
+    bad = {**MINIMAL, "bench": {"model": "m", "workload": {"prompt_form": "ids"}}}
+    assert any(x.startswith("bench.workload.prompt_form:") for x in problems(bad))
+    default = parse_spec({**MINIMAL, "bench": {"model": "m"}}).bench
+    assert default is not None and default.workload.prompt_form == "text"

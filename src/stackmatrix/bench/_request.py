@@ -137,7 +137,7 @@ class _Completion(TypedDict):
     """The body of a POST /v1/completions (OpenAI's completions API)."""
 
     model: str
-    prompt: str
+    prompt: str | list[int]  # token ids: bench.workload.prompt_form = "token_ids"
     max_tokens: int
     temperature: float
     stream: bool
@@ -148,7 +148,7 @@ class _Completion(TypedDict):
 def _payload(req: BenchRequest, options: ClientOptions) -> _Completion:
     body: _Completion = {
         "model": options.model,
-        "prompt": req.prompt,
+        "prompt": req.sent_prompt,
         "max_tokens": req.max_tokens,
         "temperature": options.temperature,
         "stream": True,

@@ -31,7 +31,7 @@ from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.builder.base import Environment
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import ResultsError, SpecError
 from stackmatrix.outcome import Fail, Skip, apply, record
 from stackmatrix.records import BenchData, check_verdict
 from stackmatrix.records._read import JSONObject
@@ -68,6 +68,11 @@ def run_bench_phase(
     spec_dir = Path(spec.path).parent if spec.path else None
     model = _model(bench, spec_dir)
     tok, lengths = tokenizer.find(bench.tokenizer, model, spec_dir)
+    if tok is None and _wants_ids(bench):
+        raise SpecError(
+            "bench.workload.prompt_form",
+            [f'"token_ids" needs the model\'s tokenizer: {lengths.why}'],
+        )
     if tok is None:
         say("-", f"prompt lengths are by words, not exact: {lengths.why}")
     wl = workload.generate(bench.workload, spec_dir=spec_dir, tokenizer=tok)
@@ -433,6 +438,11 @@ def _model(bench: Bench, spec_dir: Path | None) -> str:
     return bench.model
 
 
+def _wants_ids(bench: Bench) -> bool:
+    workloads = (bench.workload, *(pt.workload for pt in bench.points))
+    return any(wk.prompt_form == "token_ids" for wk in workloads)
+
+
 def _write_workload(
     run_dir: RunDir,
     wl: workload.WorkloadSet,
@@ -449,6 +459,9 @@ def _write_workload(
     info: JSONObject = {"hash": wl.hash, "measured": len(wl.measured), "warmup": len(wl.warmup)}
     if lengths is not None:
         made = lengths.to_dict()
+        forms = {wl.prompt_form, *(pwl.prompt_form for _, pwl in points)}
+        if forms != {"text"}:  # sent as token ids: the server's tokenizer not involved
+            made["sent_as"] = " and ".join(sorted(forms))
         if unfitted := wl.unfitted + sum(pwl.unfitted for _, pwl in points):
             made["unfitted"] = unfitted  # prompts a token off: no cut reached their length
         info["prompt_lengths"] = made

@@ -5,9 +5,13 @@ exactly: with the Kimi tokenizer, 1000 words reached an SGLang server as 1,086 t
 Where the model directory (or `bench.tokenizer`) has a `tokenizer.json` and the
 `tokenizers` package is importable, each random prompt is cut or extended until it
 encodes, special tokens included (a BOS, where the tokenizer adds one), to exactly its
-intended length. Prompts stay text: the server tokenizes them as it would in
-production, and the same bytes are replayed to every engine. Elsewhere the prompts are
-the words as before and `PromptLengths` says why (RUN/workload.json, docs/bench.md).
+intended length. Prompts stay text by default: the server tokenizes them as it would in
+production, and the same bytes are replayed to every engine. With
+`bench.workload.prompt_form = "token_ids"` they are the tokenizer's ids instead,
+exactly `input_len` of them (`ids`), which reach the scheduler without the server's
+tokenizer in between, as `sglang.bench_serving --tokenize-prompt` sends them.
+Elsewhere the prompts are the words as before and `PromptLengths` says why
+(RUN/workload.json, docs/bench.md).
 """
 
 from __future__ import annotations
@@ -75,6 +79,34 @@ class PromptTokenizer:
             i for i, special in zip(enc.ids, enc.special_tokens_mask, strict=True) if not special
         ]
         return self._cut(content, len(enc.ids) - len(content), (text, len(enc.ids)), target)
+
+    def ids(self, words: Sequence[str], target: int) -> tuple[int, ...]:
+        """A prompt of exactly `target` token ids from `words` (repeated when they are
+        too few): the special tokens the tokenizer adds (a BOS first, an EOS last) where
+        it adds them, and the words' ids cut to the rest. Nothing is re-encoded, so
+        every prompt has its length."""
+        enc = self.tokenizer.encode(" ".join(words), add_special_tokens=True)
+        mask = list(enc.special_tokens_mask)
+        head = next((i for i, special in enumerate(mask) if not special), len(mask))
+        tail = next((i for i, special in enumerate(reversed(mask)) if not special), 0)
+        ids = list(enc.ids)
+        lead, trail = ids[:head], ids[len(ids) - tail :] if tail else []
+        content = [i for i, special in zip(ids, mask, strict=True) if not special]
+        want = target - len(lead) - len(trail)
+        if want <= 0:
+            return tuple((lead + trail)[:target])
+        if not content:
+            raise ValueError("the prompt's words encode to no tokens")
+        while len(content) < want:
+            content += content
+        return tuple(lead + content[:want] + trail)
+
+    def encode(self, text: str) -> tuple[int, ...]:
+        """`text`'s ids as a server counts its prompt: special tokens (a BOS) included."""
+        return tuple(self.tokenizer.encode(text, add_special_tokens=True).ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids)))
 
     def _cut(
         self, ids: Sequence[int], specials: int, best: tuple[str, int], target: int

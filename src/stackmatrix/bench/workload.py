@@ -72,8 +72,22 @@ class BenchRequest:
     max_tokens: int
     arrival_s: float  # offset from the round's start; 0.0 when request_rate is inf
     warmup: bool = False
+    # prompt_form = "token_ids": what is sent instead of `prompt` (which is then their
+    # decoding, for the reader), exactly input_len of them
+    prompt_ids: tuple[int, ...] | None = None
 
     def to_dict(self) -> JSONObject:
+        out = self._fields()
+        if self.prompt_ids is not None:  # absent for text prompts: their bytes unchanged
+            out["prompt_ids"] = list(self.prompt_ids)
+        return out
+
+    @property
+    def sent_prompt(self) -> str | list[int]:
+        """The completion's `prompt`: the ids where there are, else the text."""
+        return list(self.prompt_ids) if self.prompt_ids is not None else self.prompt
+
+    def _fields(self) -> JSONObject:
         return {
             "schema_version": SCHEMA_VERSION,
             "index": self.index,
@@ -93,6 +107,7 @@ class BenchRequest:
             max_tokens=_int(raw["max_tokens"]),
             arrival_s=_float(raw["arrival_s"]),
             warmup=bool(raw.get("warmup", False)),
+            prompt_ids=_ids(raw.get("prompt_ids")),
         )
 
 
@@ -106,6 +121,7 @@ class WorkloadSet:
     # server's usage.prompt_tokens is checked against it (never part of the bytes)
     exact_lengths: bool = False
     unfitted: int = 0  # prompts no cut brought to their length (they are a token off)
+    prompt_form: str = "text"  # "token_ids": each request's prompt_ids are sent
 
     def to_jsonl(self) -> bytes:
         lines = [json.dumps(r.to_dict(), sort_keys=True) for r in (*self.warmup, *self.measured)]
@@ -122,14 +138,23 @@ def generate(
     """Build the requests that `workload` describes (deterministic for a given seed and
     tokenizer); random prompts fitted to their lengths by `tokenizer` where given."""
     rng = random.Random(workload.seed)
-    fitter = _Fitter(tokenizer if workload.kind == "random" else None)  # a file's are its own
+    ids = workload.prompt_form == "token_ids"
+    if ids and tokenizer is None:
+        raise SpecError(
+            "bench.workload.prompt_form",
+            ["\"token_ids\" needs the model's tokenizer (its directory's or bench.tokenizer)"],
+        )
+    # a file's prompts are its own: fitted by nobody, but sent as their ids when asked
+    fitter = _Fitter(tokenizer if workload.kind == "random" or ids else None, ids=ids)
     if workload.kind == "file":
-        measured_specs = _file_prompts(workload, spec_dir)
+        measured_specs = [fitter.own(p, m) for p, m in _file_prompts(workload, spec_dir)]
     else:
         measured_specs = _random_prompts(workload, rng, workload.num_prompts, fitter)
     arrivals = arrival_times(len(measured_specs), workload.request_rate, rng)
     measured = tuple(
-        BenchRequest(index=i, prompt=p, input_len=n, max_tokens=m, arrival_s=t)
+        BenchRequest(
+            index=i, prompt=p.text, input_len=n, max_tokens=m, arrival_s=t, prompt_ids=p.ids
+        )
         for i, ((p, n, m), t) in enumerate(zip(measured_specs, arrivals, strict=True))
     )
     warm_rng = random.Random(workload.seed + 1_000_003)
@@ -137,28 +162,58 @@ def generate(
     if workload.kind == "file" and measured_specs:
         warm_specs = [measured_specs[i % len(measured_specs)] for i in range(workload.warmup)]
     warmup = tuple(
-        BenchRequest(index=i, prompt=p, input_len=n, max_tokens=m, arrival_s=0.0, warmup=True)
+        BenchRequest(
+            index=i,
+            prompt=p.text,
+            input_len=n,
+            max_tokens=m,
+            arrival_s=0.0,
+            warmup=True,
+            prompt_ids=p.ids,
+        )
         for i, (p, n, m) in enumerate(warm_specs)
     )
     exact = fitter.tokenizer is not None
     return WorkloadSet(
-        measured=measured, warmup=warmup, exact_lengths=exact, unfitted=fitter.unfitted
+        measured=measured,
+        warmup=warmup,
+        exact_lengths=exact,
+        unfitted=fitter.unfitted,
+        prompt_form=workload.prompt_form,
     )
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    text: str
+    ids: tuple[int, ...] | None = None  # prompt_form = "token_ids"
 
 
 @dataclass
 class _Fitter:
-    """Joins a prompt's words, fitted to its length by the tokenizer where there is one."""
+    """Joins a prompt's words, fitted to its length by the tokenizer where there is one;
+    with `ids`, the tokenizer's ids of exactly that length, and their text."""
 
     tokenizer: PromptTokenizer | None
+    ids: bool = False
     unfitted: int = 0
 
-    def prompt(self, words: Sequence[str], target: int) -> str:
+    def prompt(self, words: Sequence[str], target: int) -> _Prompt:
         if self.tokenizer is None:
-            return " ".join(words)
+            return _Prompt(" ".join(words))
+        if self.ids:
+            ids = self.tokenizer.ids(words, target)
+            return _Prompt(self.tokenizer.decode(ids), ids)
         text, n = self.tokenizer.fit(words, target)
         self.unfitted += n != target
-        return text
+        return _Prompt(text)
+
+    def own(self, text: str, max_tokens: int) -> tuple[_Prompt, int, int]:
+        """A prompt file's prompt as it is, its length in words, or in ids when sent so."""
+        if not self.ids or self.tokenizer is None:
+            return _Prompt(text), len(text.split()), max_tokens
+        ids = self.tokenizer.encode(text)
+        return _Prompt(text, ids), len(ids), max_tokens
 
 
 def arrival_times(count: int, rate: float, rng: random.Random) -> list[float]:
@@ -179,7 +234,7 @@ def _lengths(target: int, ratio: float, rng: random.Random) -> int:
 
 def _random_prompts(
     workload: Workload, rng: random.Random, count: int, fitter: _Fitter
-) -> list[tuple[str, int, int]]:
+) -> list[tuple[_Prompt, int, int]]:
     """The RNG draws the same words with or without a tokenizer: it only cuts them."""
     out = []
     for _ in range(count):
@@ -190,7 +245,7 @@ def _random_prompts(
     return out
 
 
-def _file_prompts(workload: Workload, spec_dir: Path | None) -> list[tuple[str, int, int]]:
+def _file_prompts(workload: Workload, spec_dir: Path | None) -> list[tuple[str, int]]:
     if not workload.path:
         raise SpecError("bench.workload", ["kind = 'file' needs bench.workload.path"])
     path = Path(workload.path)
@@ -200,7 +255,7 @@ def _file_prompts(workload: Workload, spec_dir: Path | None) -> list[tuple[str, 
     if not rows:
         raise SpecError(str(path), ["bench.workload.path: the file has no prompts"])
     picked = [rows[i % len(rows)] for i in range(workload.num_prompts)]
-    return [(p, len(p.split()), m or workload.output_len) for p, m in picked]
+    return [(p, m or workload.output_len) for p, m in picked]
 
 
 def _read_prompt_file(path: Path) -> str:
@@ -268,6 +323,14 @@ def _sharegpt_row(raw: Mapping[str, object]) -> tuple[str, int | None]:
     if not isinstance(first, Mapping):
         raise TypeError(f"a conversation turn is {type(first).__name__}, not an object")
     return str(first["value"]), None
+
+
+def _ids(value: object) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise TypeError(f"prompt_ids: expected a list of token ids, not {type(value).__name__}")
+    return tuple(_int(x) for x in value)
 
 
 def _int(value: object) -> int:

@@ -12,7 +12,15 @@ from typing import Any, Literal, Required, TypedDict, cast
 from stackmatrix import engine_registry
 from stackmatrix._validate import Problems, join
 from stackmatrix.metric_registry import DEFAULT_HEADLINE
-from stackmatrix.spec_model import ENGINES, MAX_LAUNCHES, METRICS, Bench, LoadPoint, Workload
+from stackmatrix.spec_model import (
+    ENGINES,
+    MAX_LAUNCHES,
+    METRICS,
+    PROMPT_FORMS,
+    Bench,
+    LoadPoint,
+    Workload,
+)
 from stackmatrix.specfile._values import (
     check_bool,
     check_int,
@@ -52,8 +60,9 @@ def parse_bench(raw: Mapping[str, Any], p: Problems) -> Bench | None:
         p.add("bench.url", f'engine = "{engine}" needs url = "http://host:port"')
     workload, points = _workload(b, p), _points(b, p)
     _check_total_tokens(workload, points, p)
+    _check_prompt_form(engine, workload, points, p)
     return Bench(
-        engine=cast(Any, engine),
+        engine=engine,
         model=model,
         url=url,
         server_args=tuple(check_list(b.get("server_args", []), "bench.server_args", p)),
@@ -175,6 +184,24 @@ def _check_model(bench: Mapping[str, Any], model: str, p: Problems) -> None:
         )
 
 
+def _check_prompt_form(
+    engine: str, workload: Workload, points: tuple[LoadPoint, ...], p: Problems
+) -> None:
+    """Token-id prompts only to an engine whose completions endpoint takes them."""
+    if engine_registry.traits(engine).token_id_prompts:
+        return
+    paths = [("bench.workload", workload)]
+    paths += [(join("bench.points", i), x.workload) for i, x in enumerate(points)]
+    for path, wk in paths:
+        if wk.prompt_form == "token_ids":
+            p.add(
+                join(path, "prompt_form"),
+                f'"token_ids": engine "{engine}" takes a prompt as a string only; '
+                'use prompt_form = "text"',
+            )
+            return  # said once: a point inherits the headline's
+
+
 def _tokens(workload: Workload) -> int:
     return workload.num_prompts * workload.input_len
 
@@ -254,6 +281,7 @@ def _point_workload(
 def _workload_from(w: Mapping[str, Any], path: str, p: Problems) -> Workload:
     d = Workload()
     kind = get_choice(w, "kind", path, ("random", "file"), p) or d.kind
+    form = get_choice(w, "prompt_form", path, PROMPT_FORMS, p) or d.prompt_form
     file = get_str(w, "path", path, p)
     if kind == "file" and not file:
         p.add(join(path, "path"), 'kind = "file" needs path = "prompts.jsonl"')
@@ -282,6 +310,7 @@ def _workload_from(w: Mapping[str, Any], path: str, p: Problems) -> Workload:
         request_timeout_s=or_default(
             get_float(w, "request_timeout_s", path, p, 0.1, 86400), d.request_timeout_s
         ),
+        prompt_form=cast(Any, form),
     )
     tokens = _tokens(workload)
     if tokens > MAX_WORKLOAD_TOKENS:

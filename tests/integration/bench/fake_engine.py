@@ -12,6 +12,8 @@ http500      every third request answers HTTP 500
 drop         every second request closes the connection mid-stream
 malformed    every second request sends a line that is not JSON
 no_usage     never sends `usage` (the client falls back to counting chunks)
+count_ids    takes only a prompt of token ids (a list of ints), counting them as its
+             prompt tokens as SGLang and vLLM do; a text prompt answers HTTP 400
 port_taken   exits as a server whose port was taken before it bound it, while the file
              FAKE_TAKEN_FILE holds a number above 0 (decremented at each start); then ok
 """
@@ -53,6 +55,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
         os._exit(7)
     if MODE == "http500" and n % 3 == 0:
         return web.Response(status=500, text="internal error (fake)")
+    prompt = body.get("prompt")
+    ids = isinstance(prompt, list) and all(isinstance(x, int) for x in prompt)
+    if MODE == "count_ids" and not ids:
+        return web.Response(status=400, text="this server takes token ids only (fake)")
     if "ignore_eos" in body and os.environ.get("FAKE_REJECT_IGNORE_EOS"):
         return web.Response(status=422, text="ignore_eos not accepted")
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -70,7 +76,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
         await resp.write(_event({"choices": [{"index": 0, "text": f" w{i}"}]}))
     final: dict[str, Any] = {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
     if MODE != "no_usage":
-        final["usage"] = {"prompt_tokens": 4, "completion_tokens": tokens}
+        counted = len(prompt) if MODE == "count_ids" and isinstance(prompt, list) else 4
+        final["usage"] = {"prompt_tokens": counted, "completion_tokens": tokens}
     await resp.write(_event(final))
     await resp.write(b"data: [DONE]\n\n")
     return resp

@@ -5,6 +5,7 @@ otherwise, whose requests are recorded as of another length."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -17,6 +18,7 @@ from tests.support.tokenizer_json import write_tokenizer
 from stackmatrix.bench import tokenizer, workload
 from stackmatrix.bench.phase import run_bench_phase
 from stackmatrix.builder.base import Environment
+from stackmatrix.errors import SpecError
 from stackmatrix.results import PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 
@@ -122,3 +124,45 @@ def test_a_model_without_a_tokenizer_json_is_by_words(tmp_path: Path) -> None:
     rows = _rows(run, result)
     assert all("input_len" not in r and "prompt_len_mismatch" not in r for r in rows)
     assert "prompt_lengths" not in result.data["launches"][0]["rounds"][0]
+
+
+def test_token_ids_without_a_tokenizer_stop_before_any_launch(tmp_path: Path) -> None:
+    """prompt_form = "token_ids" and a model directory without a tokenizer.json: a spec
+    error naming why, before a server is started (no cell has a bench.json)."""
+    (tmp_path / "model").mkdir()
+    spec = _spec(tmp_path, tmp_path / "model")
+    assert spec.bench is not None
+    wl = dataclasses.replace(spec.bench.workload, prompt_form="token_ids")
+    spec = dataclasses.replace(spec, bench=dataclasses.replace(spec.bench, workload=wl))
+    env = Environment(backend="venv", python=(sys.executable, str(FAKE)), env={"FAKE_MODE": "ok"})
+    rd = RunDir(tmp_path / "run")
+    with pytest.raises(SpecError, match=r"token_ids.*no tokenizer\.json at"):
+        run_bench_phase(spec, rd, ["base"], environments={"base": env}, order="interleaved")
+    assert not (tmp_path / "run" / "cells" / "base" / "bench.json").exists()
+
+
+def test_token_ids_reach_the_server_as_the_prompt(tmp_path: Path) -> None:
+    """A local server that counts a list prompt's ids as its prompt tokens (as SGLang
+    and vLLM do): every request as ids, exactly input_len of them, no mismatch, and
+    workload.json says how they were sent."""
+    model = write_tokenizer(tmp_path / "model", vocab=300, bos=True)
+    spec = _spec(tmp_path, model)
+    assert spec.bench is not None
+    wl = dataclasses.replace(spec.bench.workload, prompt_form="token_ids")
+    spec = dataclasses.replace(spec, bench=dataclasses.replace(spec.bench, workload=wl))
+    env = Environment(
+        backend="venv", python=(sys.executable, str(FAKE)), env={"FAKE_MODE": "count_ids"}
+    )
+    rd = RunDir(tmp_path / "run")
+    results = run_bench_phase(spec, rd, ["base"], environments={"base": env}, order="interleaved")
+    assert results["base"].status is Status.OK, results["base"].message
+    made = json.loads((rd.path / "workload.json").read_text())["prompt_lengths"]
+    assert made["by"] == "tokenizer" and made["sent_as"] == "token_ids"
+    reqs = workload.read(rd.path).measured
+    assert all(r.prompt_ids is not None and len(r.prompt_ids) == r.input_len for r in reqs)
+    rows = _rows(rd.path, results["base"])
+    assert len(rows) == WORKLOAD.num_prompts
+    for row in rows:
+        assert row["ok"], row["error"]
+        assert row["prompt_tokens"] == row["input_len"] == reqs[row["index"]].input_len
+        assert "prompt_len_mismatch" not in row

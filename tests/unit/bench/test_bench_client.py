@@ -243,3 +243,32 @@ def test_a_bad_event_fails_its_request_not_the_round():
     assert good.ok and good.output_tokens == 5, good.error
     for rec in bad:
         assert not rec.ok and (rec.error or "").startswith("malformed SSE data"), rec.error
+
+
+def test_token_ids_are_sent_as_the_prompt():
+    """A request with prompt_ids sends them, a list of ints, as the completion's prompt."""
+    reqs = [
+        BenchRequest(
+            index=1, prompt="a b", input_len=3, max_tokens=2, arrival_s=0.0, prompt_ids=(1, 7, 9)
+        ),
+        *_reqs(1),
+    ]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        request.app[SEEN].append(body)
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        usage = {"completion_tokens": 1, "prompt_tokens": len(body["prompt"])}
+        final = {"choices": [{"text": "x", "finish_reason": "length"}], "usage": usage}
+        await resp.write(b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
+        return resp
+
+    async def go(url):
+        return await run_round_async(reqs, ClientOptions(base_url=url, model="m"))
+
+    outcome, seen, _ = asyncio.run(_serve(handler, go))
+    assert sorted(json.dumps(b["prompt"]) for b in seen) == ['"p0"', "[1, 7, 9]"]
+    by_index = {r.index: r for r in outcome.records}
+    assert by_index[1].prompt_tokens == 3  # the server counted the ids
+    assert by_index[0].prompt_tokens == 2  # the text's characters, by this server

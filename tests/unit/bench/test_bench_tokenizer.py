@@ -117,3 +117,64 @@ def test_a_named_tokenizer_that_cannot_be_read_is_an_error(tmp_path):
     (tmp_path / "tokenizer.json").write_text("[]")
     with pytest.raises(SpecError, match="is not a tokenizer"):
         tokenizer.find(str(tmp_path), "m", None)
+
+
+IDS = Workload(**{**WL.__dict__, "prompt_form": "token_ids"})
+
+
+@pytest.mark.parametrize(("bos", "eos"), [(True, False), (False, False), (True, True)])
+def test_token_ids_have_exactly_their_length(tmp_path, bos, eos):
+    """Every prompt sent as ids has input_len of them, the tokenizer's specials where
+    it adds them (a BOS first, an EOS last), the draws those of the text prompts."""
+    tok = _found(write_tokenizer(tmp_path / "m", vocab=300, bos=bos, eos=eos))
+    ws = workload.generate(IDS, tokenizer=tok)
+    text = workload.generate(WL, tokenizer=tok)
+    assert ws.exact_lengths and ws.prompt_form == "token_ids"
+    for r, t in zip((*ws.measured, *ws.warmup), (*text.measured, *text.warmup), strict=True):
+        assert r.prompt_ids is not None and len(r.prompt_ids) == r.input_len == t.input_len
+        assert (r.max_tokens, r.arrival_s) == (t.max_tokens, t.arrival_s)
+        assert (r.prompt_ids[0] == 1) is bos  # <s>
+        assert (r.prompt_ids[-1] == 2) is eos  # </s>
+        assert r.prompt.split()[0] == t.prompt.split()[0]  # the same words, decoded
+        assert r.sent_prompt == list(r.prompt_ids)
+    assert text.measured[0].sent_prompt == text.measured[0].prompt
+
+
+def test_token_ids_longer_than_the_words_repeat_them(tmp_path):
+    tok = _found(write_tokenizer(tmp_path / "m", vocab=2000, bos=True))
+    ids = tok.ids(["the", "of"], 7)
+    assert len(ids) == 7 and ids[0] == 1 and ids[1:5] == ids[3:7]
+
+
+def test_token_ids_are_kept_and_read_back_text_prompts_unchanged(tmp_path):
+    """workload.jsonl holds each prompt's ids beside its text; a text workload's bytes
+    have no such key (their hash is what earlier results recorded)."""
+    tok = _found(write_tokenizer(tmp_path / "m", vocab=300, bos=True))
+    ws = workload.generate(IDS, tokenizer=tok)
+    workload.write(tmp_path, ws)
+    back = workload.read(tmp_path)
+    assert [r.prompt_ids for r in back.measured] == [r.prompt_ids for r in ws.measured]
+    text = workload.generate(WL, tokenizer=tok)
+    assert b"prompt_ids" not in text.to_jsonl() and b"prompt_ids" in ws.to_jsonl()
+
+
+def test_token_ids_need_a_tokenizer():
+    with pytest.raises(SpecError, match="token_ids"):
+        workload.generate(IDS)
+
+
+def test_a_file_workload_as_token_ids_is_its_own_text_encoded(tmp_path):
+    tok = _found(write_tokenizer(tmp_path / "m", vocab=300, bos=True))
+    (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "government themselves"}) + "\n")
+    wl = Workload(
+        kind="file",
+        path=str(tmp_path / "p.jsonl"),
+        num_prompts=2,
+        warmup=1,
+        prompt_form="token_ids",
+    )
+    ws = workload.generate(wl, tokenizer=tok)
+    assert ws.exact_lengths
+    for r in (*ws.measured, *ws.warmup):
+        assert r.prompt == "government themselves"
+        assert r.prompt_ids == tok.encode(r.prompt) and r.input_len == tok.count(r.prompt)

@@ -5,20 +5,17 @@ others, and the results directory's own files are still told from foreign ones."
 
 from __future__ import annotations
 
-import filecmp
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import stackmatrix
+from tests.support.package_copy import changed, copy_package
+
 from stackmatrix import layout
 from stackmatrix.report import formats
 
 from ._results import bench_data, phase, run_dir, write
-
-PACKAGE = Path(stackmatrix.__file__).parent
 
 RENDERER = '''"""matrix.txt: one line per cell, its id and its verdict."""
 
@@ -28,17 +25,6 @@ from stackmatrix.report.matrix import MatrixReport
 def render(report: MatrixReport) -> str:
     return "".join(f"{c.id}: {c.verdict.value}\\n" for c in report.cells)
 '''
-
-
-def _changed(before: Path, after: Path) -> list[str]:
-    """Files of `after` that are new or differ from `before` (caches left out)."""
-    out = []
-    for path in sorted(after.rglob("*.py")):
-        rel = path.relative_to(after)
-        old = before / rel
-        if not old.exists() or not filecmp.cmp(old, path, shallow=False):
-            out.append(str(rel))
-    return out
 
 
 def _perform(copy: Path) -> None:
@@ -66,10 +52,9 @@ def _perform(copy: Path) -> None:
 def test_a_new_report_format_touches_three_files_and_is_written(tmp_path: Path) -> None:
     assert [f.key for f in formats.FORMATS] == list(layout.REPORT_FILES)
     site = tmp_path / "site"
-    copy = site / "stackmatrix"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = copy_package(site)
     _perform(copy)
-    assert _changed(PACKAGE, copy) == ["layout.py", "report/formats.py", "report/render_text.py"]
+    assert changed(copy) == ["layout.py", "report/formats.py", "report/render_text.py"]
 
     defs = {c: {"python": "3.11"} for c in ("a", "b")}
     rd = run_dir(tmp_path / "run", cells=list(defs), baseline="a", definitions=defs)
