@@ -30,7 +30,7 @@ EngineName = str
 WorkloadKind = Literal["random", "file"]
 PromptForm = Literal["text", "token_ids"]
 Order = Literal["balanced", "interleaved", "sequential", "random"]
-ExecutorKind = Literal["local", "slurm"]
+ExecutorKind = str  # one of executor_registry.NAMES (the spec's parser holds it to them)
 SloKind = Literal["ttft", "tpot", "itl", "e2e"]
 
 MAX_LAUNCHES = 1000  # launches, rounds (per cell)

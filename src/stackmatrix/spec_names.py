@@ -7,13 +7,16 @@ faster.
 
 from __future__ import annotations
 
+from stackmatrix import executor_registry
+
 BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
 # (the engines' names are their registry's, engine_registry.NAMES: spec_model.ENGINES)
 # bench.workload.prompt_form: prompts sent as text (the server tokenizes them) or as the
 # client tokenizer's ids, exactly input_len of them
 PROMPT_FORMS: tuple[str, ...] = ("text", "token_ids")
 ORDERS: tuple[str, ...] = ("balanced", "interleaved", "sequential", "random")
-EXECUTORS: tuple[str, ...] = ("local", "slurm")  # where launches run: this host, Slurm jobs
+# where launches run: this host, Slurm jobs (their registry's names)
+EXECUTORS: tuple[str, ...] = executor_registry.NAMES
 # --fail-on, report.fail_on; the last two judge a cell at the SLO ([report] slo)
 FAIL_ON: tuple[str, ...] = (
     "incompatible",

@@ -6,13 +6,17 @@
              _slurmctl: sbatch, squeue, scontrol, sacct, scancel; _plan: what is left;
              _records: RUN/slurm/)
 
-An executor is a function of (RunOptions, Progress) to RunSummary; docs/executors.md
-says how another scheduler (Kubernetes Jobs) maps onto it."""
+An executor is a function of (RunOptions, Progress) to RunSummary, registered in
+executor_registry.py; docs/executors.md says how another scheduler (Kubernetes Jobs)
+maps onto it."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import cast
 
+from stackmatrix import executor_registry
 from stackmatrix.errors import UsageError
 from stackmatrix.pipeline import Progress, RunOptions, RunSummary
 
@@ -20,12 +24,10 @@ Executor = Callable[[RunOptions, Progress], RunSummary]
 
 
 def get_executor(kind: str) -> Executor:
-    if kind == "local":
-        from stackmatrix.pipeline import run_pipeline
-
-        return run_pipeline
-    if kind == "slurm":
-        from stackmatrix.executor.slurm import run_slurm
-
-        return run_slurm
-    raise UsageError(f"unknown executor {kind!r}; choose local or slurm")
+    """The executor of `kind` (executor_registry.py), imported now."""
+    entry = executor_registry.find(kind)
+    if entry is None:
+        known = ", ".join(executor_registry.NAMES)
+        raise UsageError(f"unknown executor {kind!r}; choose one of {known}")
+    module, _, function = entry.target.partition(":")
+    return cast(Executor, getattr(importlib.import_module(module), function))

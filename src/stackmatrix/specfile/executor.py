@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, cast
+from typing import Any
 
+from stackmatrix import executor_registry
 from stackmatrix._validate import Problems
 from stackmatrix.spec_model import EXECUTORS, Executor
 from stackmatrix.specfile._values import (
@@ -38,8 +39,9 @@ def parse_executor(raw: Mapping[str, Any], p: Problems) -> Executor:
     p.unknown_keys("executor", t, EXECUTOR_KEYS)
     d = Executor()
     kind = get_choice(t, "kind", "executor", EXECUTORS, p) or d.kind
+    _check_keys(t, kind, p)
     return Executor(
-        kind=cast(Any, kind),
+        kind=kind,
         partition=_name(t, "partition", p),
         account=_name(t, "account", p),
         gpus=get_int(t, "gpus", "executor", p, minimum=0, maximum=1024) or 0,
@@ -53,6 +55,23 @@ def parse_executor(raw: Mapping[str, Any], p: Problems) -> Executor:
         ),
         poll_s=get_float(t, "poll_s", "executor", p, 0.5, 600.0) or d.poll_s,
     )
+
+
+def _check_keys(t: Mapping[str, Any], kind: str, p: Problems) -> None:
+    """A kind named in the spec reads its own keys only (executor_registry.py); without
+    `kind`, every executor's keys may be there for `run --executor`."""
+    entry = executor_registry.find(kind)
+    if "kind" not in t or entry is None:
+        return
+    for key in t:
+        if key != "kind" and key in EXECUTOR_KEYS and key not in entry.keys:
+            readers = [e.name for e in executor_registry.EXECUTORS if key in e.keys]
+            p.add(
+                f"executor.{key}",
+                f'read by kind = "{readers[0]}" only, and this spec\'s kind is "{kind}"'
+                if readers
+                else f'read by no executor, and this spec\'s kind is "{kind}"',
+            )
 
 
 def _name(t: Mapping[str, Any], key: str, p: Problems) -> str | None:
