@@ -40,7 +40,7 @@ from stackmatrix.report.matrix import (
     PhaseSummary,
     PointRow,
 )
-from stackmatrix.report.prompt_lengths import prompt_length_notes
+from stackmatrix.report.prompt_lengths import prompt_form_note, prompt_length_notes
 from stackmatrix.report.protocol import protocol
 from stackmatrix.spec_model import SloBound
 from stackmatrix.specfile.report import parse_slo
@@ -176,7 +176,7 @@ def _later_notes(
     notes += [cold.note() for cold in cold_first_launches(cells, headline)]
     notes += slow_startups(cells)
     notes += cache_notes(results.cells)
-    notes += prompt_length_notes(results.cells)
+    notes += prompt_form_note(results.path, results.cells) + prompt_length_notes(results.cells)
     return notes + not_interleaved(results.cells, results.baseline)
 
 

@@ -4,15 +4,45 @@ Random prompts are fitted by the model's tokenizer to exactly their `input_len`
 (bench/tokenizer.py); each measured round's record counts the requests whose
 `usage.prompt_tokens` differs (`prompt_lengths`). A note names the cells that have
 any: their server tokenized the prompts otherwise than the client's tokenizer did.
+Prompts sent as token ids (`bench.workload.prompt_form`, RUN/workload.json's
+`prompt_lengths.sent_as`) get a note of their own: what a reader compares the figures
+with depends on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
+from stackmatrix import _nofollow, layout
+from stackmatrix.errors import ResultsError
 from stackmatrix.records import LaunchRecord, RoundRecord
 from stackmatrix.records._read import JSONObject
 from stackmatrix.report.load import CellResults
+
+
+def prompt_form_note(run_dir: Path, cells: Sequence[CellResults]) -> list[str]:
+    """A note where the prompts were sent as token ids, with how many measured requests
+    the servers counted at exactly their input_len; none for text (or no workload.json)."""
+    try:
+        info = _nofollow.read_json(run_dir / layout.WORKLOAD_JSON)
+    except (ResultsError, OSError):
+        return []
+    made = info.get("prompt_lengths") if isinstance(info, dict) else None
+    sent = made.get("sent_as") if isinstance(made, dict) else None
+    if not isinstance(sent, str) or "token_ids" not in sent:
+        return []
+    checks = [c for cell in cells for launch in cell.bench.launches for c in _checks(launch)]
+    checked = sum(_count(c, "checked") for c in checks)
+    exact = checked - sum(_count(c, "mismatched") for c in checks)
+    which = "the prompts" if sent == "token_ids" else "some load points' prompts"
+    return [
+        f"{which[0].upper()}{which[1:]} were sent as the client tokenizer's token ids "
+        '(bench.workload.prompt_form = "token_ids"), which reach the engine\'s scheduler '
+        "without its tokenizer: the figures leave out the server's tokenization, which "
+        f"text prompts include; the servers counted exactly input_len tokens for {exact:,} "
+        f"of {checked:,} measured requests that reported a prompt length."
+    ]
 
 
 def prompt_length_notes(cells: Sequence[CellResults]) -> list[str]:

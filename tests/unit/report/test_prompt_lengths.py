@@ -81,3 +81,25 @@ def test_mismatched_requests_are_a_note(tmp_path: Path) -> None:
 def test_no_mismatch_and_no_check_are_no_note(tmp_path: Path) -> None:
     assert _notes(_run(tmp_path / "a", "cu130", [{"checked": 8, "mismatched": 0}])) == []
     assert _notes(_run(tmp_path / "b", "cu130", [])) == []
+
+
+def _form_notes(run: Path) -> list[str]:
+    return [n for n in build_model(load_run(run)).notes if "token ids" in n]
+
+
+def test_prompts_sent_as_token_ids_are_said_with_the_servers_counts(tmp_path: Path) -> None:
+    run = _run(tmp_path, "cu130", [{"checked": 4, "mismatched": 1}])
+    assert _form_notes(run) == []  # no workload.json: nothing said of the form
+    made = {"by": "tokenizer", "tokenizer": "t.json", "sha256": "0" * 64}
+    (run / "workload.json").write_text(json.dumps({"prompt_lengths": made}))
+    assert _form_notes(run) == []  # text: the form every report assumed
+    (run / "workload.json").write_text(
+        json.dumps({"prompt_lengths": {**made, "sent_as": "token_ids"}})
+    )
+    doc = json.loads((run / "cells/cu130/bench.json").read_text())
+    rounds = sum(len(launch["rounds"]) for launch in doc["data"]["launches"])
+    (note,) = _form_notes(run)
+    assert note.startswith("The prompts were sent as the client tokenizer's token ids")
+    assert f"exactly input_len tokens for {3 * rounds:,} of {4 * rounds:,} measured" in note
+    (run / "workload.json").write_text("{not json")
+    assert _form_notes(run) == []  # unreadable: the report goes on without it
