@@ -41,3 +41,9 @@ def test_only_spec_names_spells_the_phase_order() -> None:
 def test_the_scan_sees_a_spelled_order() -> None:
     assert _spelled(ast.parse('PHASES = ["build", "check", "bench"]\n')) == [1]
     assert _spelled(ast.parse('x = ("build", "bench")\n')) == []
+
+
+def test_every_cell_phase_has_one_step_in_the_order() -> None:
+    from stackmatrix.pipeline.steps import CELL_STEPS
+
+    assert tuple(CELL_STEPS) == results.PHASES

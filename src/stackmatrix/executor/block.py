@@ -17,18 +17,11 @@ from stackmatrix import _atomic, layout
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.errors import ResultsError
 from stackmatrix.executor._records import block_name, jobs_dir
-from stackmatrix.pipeline import (
-    Progress,
-    RunOptions,
-    bench_phase,
-    build_phase,
-    check_phase,
-    select_cells,
-    with_backend,
-)
+from stackmatrix.pipeline import Progress, RunOptions, select_cells, with_backend
 from stackmatrix.pipeline.run import _children_stop_on_ctrl_c
+from stackmatrix.pipeline.steps import CELL_STEPS
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import PhaseResult, RunDir, now_iso
+from stackmatrix.results import PHASES, PhaseResult, RunDir, now_iso
 from stackmatrix.spec_model import Spec
 
 if TYPE_CHECKING:
@@ -79,10 +72,12 @@ def run_block(opts: RunOptions, block: int, progress: Progress) -> None:
 def _phases(
     run: RunDir, opts: RunOptions, planned: list[PlannedCell], block: int, progress: Progress
 ) -> dict[str, PhaseResult]:
-    if block == 0:
-        build_phase(run, opts, planned, progress)
-        return check_phase(run, opts, planned, progress)
-    return bench_phase(run, through_cycle(opts, block), planned, progress)
+    if block == 0:  # the phases before the bench: build and check
+        results: dict[str, PhaseResult] = {}
+        for name in PHASES[: PHASES.index("bench")]:
+            results = CELL_STEPS[name](run, opts, planned, progress)
+        return results
+    return CELL_STEPS["bench"](run, through_cycle(opts, block), planned, progress)
 
 
 def through_cycle(opts: RunOptions, k: int) -> RunOptions:

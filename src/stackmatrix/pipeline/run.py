@@ -3,12 +3,11 @@ stopped on Ctrl-C, SIGTERM or SIGHUP."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from stackmatrix import _proc, _signals
 from stackmatrix._lock import results_dir_lock
-from stackmatrix.pipeline.bench import bench_phase
 from stackmatrix.pipeline.options import (
     Progress,
     RunOptions,
@@ -16,10 +15,11 @@ from stackmatrix.pipeline.options import (
     select_cells,
     with_backend,
 )
-from stackmatrix.pipeline.phases import build_phase, check_phase, report_phase
+from stackmatrix.pipeline.phases import report_phase
 from stackmatrix.pipeline.rundir import mark_finished, open_run_dir, write_run_files
+from stackmatrix.pipeline.steps import CELL_STEPS
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import PHASES, PhaseResult, RunDir
+from stackmatrix.results import PHASES, RunDir
 
 
 @contextmanager
@@ -54,15 +54,10 @@ def _run_locked(
     write_run_files(run, opts, planned)
     progress("run", "-", f"results in {run.path}")
     summary = RunSummary(run_dir=run.path, statuses={pc.cell.id: {} for pc in planned})
-    steps: list[tuple[str, Callable[[], dict[str, PhaseResult]]]] = [
-        ("build", lambda: build_phase(run, opts, planned, progress)),
-        ("check", lambda: check_phase(run, opts, planned, progress)),
-        ("bench", lambda: bench_phase(run, opts, planned, progress)),
-    ]
-    for name, step in steps:
-        if name not in opts.phases:
-            continue
-        for cid, result in step().items():
+    for name in phases:
+        if name not in CELL_STEPS:
+            continue  # the report, below
+        for cid, result in CELL_STEPS[name](run, opts, planned, progress).items():
             summary.statuses.setdefault(cid, {})[name] = result.status.value
     if "report" in opts.phases:
         summary.report_paths, summary.policy_failures = report_phase(run, opts, progress)
