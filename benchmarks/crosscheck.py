@@ -26,7 +26,7 @@ from stackmatrix.bench.tinymodel import make_tiny_model
 from stackmatrix.bench.workload import generate
 from stackmatrix.builder.base import Environment
 from stackmatrix.spec_model import Workload
-from stackmatrix.stats.tdist import t_ppf
+from stackmatrix.stats.estimate import ratio_interval
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's fixtures
 from tests.support.cpuenv import cache_root, ensure_cpu_serving_env
@@ -99,7 +99,7 @@ def crosscheck(args: argparse.Namespace) -> int:
     # paired log ratios' mean with a t interval (how well the reps pin the difference).
     ratios = [x / y for x, y in zip(ours, theirs, strict=True)]
     paired = statistics.median(r - 1 for r in ratios)
-    low, high = _paired_interval(ratios)
+    _, low, high = ratio_interval(ratios) or (math.nan, math.nan, math.nan)
     report = {
         "ours_tok_s": ours,
         "aiperf_tok_s": theirs,
@@ -119,16 +119,6 @@ def crosscheck(args: argparse.Namespace) -> int:
     ok = abs(paired) <= 0.05
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
-
-
-def _paired_interval(ratios: list[float]) -> tuple[float, float]:
-    logs = [math.log(r) for r in ratios]
-    n = len(logs)
-    if n < 2:
-        return (math.nan, math.nan)
-    half = t_ppf(0.975, n - 1) * statistics.stdev(logs) / math.sqrt(n)
-    mean = statistics.fmean(logs)
-    return (math.exp(mean - half) - 1, math.exp(mean + half) - 1)
 
 
 def _aiperf(

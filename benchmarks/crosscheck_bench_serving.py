@@ -34,7 +34,6 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
-import math
 import os
 import re
 import statistics
@@ -53,7 +52,7 @@ from stackmatrix.bench.server import launch
 from stackmatrix.bench.workload import generate
 from stackmatrix.builder.base import Environment
 from stackmatrix.spec_model import Workload
-from stackmatrix.stats.tdist import t_ppf
+from stackmatrix.stats.estimate import ratio_interval
 
 SERVER_ARGS = (
     "--load-format",
@@ -343,14 +342,10 @@ def summarize(
 
 def interval(ratios: list[float]) -> dict[str, Any]:
     """Mean of the paired log ratios with a 95% t interval, as percentages."""
-    if not ratios:
+    found = ratio_interval(ratios)
+    if found is None:
         return {"n": 0}
-    logs = [math.log(r) for r in ratios]
-    mean = statistics.fmean(logs)
-    half = math.nan
-    if len(logs) > 1:
-        half = t_ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    pct = [round(100 * (math.exp(x) - 1), 2) for x in (mean, mean - half, mean + half)]
+    pct = [round(100 * x, 2) for x in found]
     return {
         "n": len(ratios),
         "mean_pct": pct[0],

@@ -142,6 +142,23 @@ def paired(
     return Estimate(statistics.fmean(d), sd / math.sqrt(n), n - 1, sd, "paired", n)
 
 
+def ratio_interval(
+    ratios: Sequence[float], *, confidence: float = 0.95
+) -> tuple[float, float, float] | None:
+    """The geometric mean of paired ratios and its t interval, each as a relative change
+    (0.05: 5% more); the interval is NaN for one ratio, None for none. What the
+    benchmarks' cross-checks report of their reps."""
+    if not ratios:
+        return None
+    d = [math.log(r) for r in ratios]
+    mean = statistics.fmean(d)
+    if len(d) < 2:
+        return (math.exp(mean) - 1, math.nan, math.nan)
+    est = paired(d, [None] * len(d))
+    half = t_ppf(0.5 + confidence / 2, est.df) * est.se
+    return (math.exp(mean) - 1, math.exp(mean - half) - 1, math.exp(mean + half) - 1)
+
+
 def with_position(d: Sequence[float], s: Sequence[int]) -> Estimate:
     n = len(d)
     ms, md = statistics.fmean(s), statistics.fmean(d)
