@@ -86,7 +86,10 @@ def crosscheck(args: argparse.Namespace) -> int:
                 theirs.append(_aiperf(aiperf_py, srv.base_url, model, prompts, args, ai_out))
             run_round(requests.warmup, opts)
             out = run_round(requests.measured, opts)
-            ours.append(round_metrics(out.records, out.duration_s)["output_throughput"])
+            tok_s = round_metrics(out.records, out.duration_s)["output_throughput"]
+            if tok_s is None:
+                raise RuntimeError(f"rep {rep}: no request of our client completed")
+            ours.append(tok_s)
             if ours_first:
                 theirs.append(_aiperf(aiperf_py, srv.base_url, model, prompts, args, ai_out))
             first = "ours first" if ours_first else "aiperf first"
