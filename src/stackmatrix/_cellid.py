@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 
 # `~`, `=`, `+` and `,` let explain name derived cells (`cu130~attention_backend=flashinfer`)
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~=+,-]{0,127}$")
@@ -22,11 +22,11 @@ def is_cell_id(value: object) -> bool:
 
 
 def refuse_unsafe(ids: Iterable[object], where: object) -> None:
-    """Raise ResultsError (exit 3) naming `where` when any of `ids` is not a cell id the
+    """Raise Unreadable (exit 3 uncaught) naming `where` when any of `ids` is not a cell id the
     spec could define."""
     for cell_id in ids:
         if not is_cell_id(cell_id):
-            raise ResultsError(unsafe_message(cell_id, where))
+            raise Unreadable(unsafe_message(cell_id, where))
 
 
 def unsafe_message(cell_id: object, where: object) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from stackmatrix import _jsonload, layout
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import ResultsError, Unreadable
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -33,14 +33,14 @@ def open_regular(path: Path) -> int:
         fd = os.open(path, _READ)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise ResultsError(
+            raise Unreadable(
                 f"{path} is a symbolic link; stackmatrix never follows links in results "
                 "directories: replace it with the file itself"
             ) from exc
-        raise ResultsError(f"cannot read {path}: {exc.strerror}") from exc
+        raise Unreadable(f"cannot read {path}: {exc.strerror}") from exc
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ResultsError(f"{path} is not a regular file; expected a file written by stackmatrix")
+        raise Unreadable(f"{path} is not a regular file; expected a file written by stackmatrix")
     return fd
 
 
@@ -54,7 +54,7 @@ def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
     with os.fdopen(open_regular(path), "rb") as fh:
         data = fh.read(limit + 1)  # a file growing while read is bounded too
     if len(data) > limit:
-        raise ResultsError(
+        raise Unreadable(
             f"{path} is larger than {_size(limit)}; a file that stackmatrix writes is far "
             "smaller: replace it with the file from the run"
         )
@@ -72,7 +72,7 @@ def read_gzip(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
     for chunk in gunzip_file(path, limit=limit):
         size += len(chunk)
         if size > limit:
-            raise ResultsError(
+            raise Unreadable(
                 f"{path} expands to more than {_size(limit)}; a file that stackmatrix "
                 "writes is far smaller: replace it with the file from the run"
             )
@@ -82,11 +82,11 @@ def read_gzip(path: Path, *, limit: int = DEFAULT_LIMIT) -> bytes:
 
 def gunzip_file(path: Path, *, limit: int) -> Iterator[bytes]:
     """The decompressed content of `path`, chunk by chunk (never more than one chunk in
-    memory); a damaged or truncated gzip file is a ResultsError, and so is one larger
+    memory); a damaged or truncated gzip file is Unreadable, and so is one larger
     than `limit` bytes on disk (a sparse file's holes count: they are read)."""
     with os.fdopen(open_regular(path), "rb") as raw:
         if os.fstat(raw.fileno()).st_size > limit:
-            raise ResultsError(
+            raise Unreadable(
                 f"{path} is too large: over {_size(limit)}; a file that stackmatrix writes "
                 "is far smaller: replace it with the file from the run"
             )
@@ -140,8 +140,8 @@ class ChunkReader(io.RawIOBase):
         return n
 
 
-def _not_gzip(path: Path, why: object) -> ResultsError:
-    return ResultsError(
+def _not_gzip(path: Path, why: object) -> Unreadable:
+    return Unreadable(
         f"cannot read {path}: not a whole gzip file ({why}); replace it with the "
         "file from the run, or decompress what is left with `zcat`"
     )
@@ -151,7 +151,7 @@ def read_ends(path: Path, *, limit: int) -> bytes:
     """Regular file `path` whole, or when larger than `limit` bytes its first and last
     `limit // 2` (a log may be large, even sparse: its start says how the server was
     configured, its end how it stopped). A `.gz` file is read decompressed, the same
-    way; it is refused (ResultsError) when it expands to more than GZIP_EXPAND_LIMIT."""
+    way; it is refused (Unreadable) when it expands to more than GZIP_EXPAND_LIMIT."""
     if path.name.endswith(layout.COMPRESSED_SUFFIX):
         return _gzip_ends(path, limit=limit)
     with os.fdopen(open_regular(path), "rb") as fh:
@@ -174,7 +174,7 @@ def _gzip_ends(path: Path, *, limit: int) -> bytes:
     for chunk in gunzip_file(path, limit=GZIP_EXPAND_LIMIT):
         size += len(chunk)
         if size > GZIP_EXPAND_LIMIT:
-            raise ResultsError(
+            raise Unreadable(
                 f"{path} expands to more than {_size(GZIP_EXPAND_LIMIT)}; a server log "
                 "is far smaller: replace it with the file from the run"
             )
@@ -201,12 +201,12 @@ def read_json(path: Path, *, limit: int = DEFAULT_LIMIT) -> Any:
     try:
         return _jsonload.loads(data)
     except _jsonload.TooDeepError as exc:
-        raise ResultsError(
+        raise Unreadable(
             f"cannot read {path}: {exc}; stackmatrix writes no JSON that deep: restore "
             "it from the run's artifacts"
         ) from exc
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ResultsError(f"cannot read {path}: not valid JSON: {exc}") from exc
+        raise Unreadable(f"cannot read {path}: not valid JSON: {exc}") from exc
 
 
 def copy_file(src: Path, dst: Path, *, tail: int | None = None, head: int | None = None) -> bool:

@@ -30,7 +30,7 @@ from typing import BinaryIO
 
 from stackmatrix import _nofollow, layout
 from stackmatrix._secrets import redact_text
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 
 log = logging.getLogger(__name__)
 LOG_COPY_LIMIT = 64 << 20  # the end of a server log is what tells why it stopped
@@ -92,7 +92,7 @@ def _copy_gz(src: Path, dst: Path, *, log_tail: bool) -> bool:
             gzip.GzipFile(fileobj=fout, mode="wb", mtime=int(st.st_mtime)) as packed,
         ):
             cut = _write_log_tail(src, packed) if log_tail else _write_head(src, packed)
-    except ResultsError as exc:
+    except Unreadable as exc:
         dst.unlink(missing_ok=True)
         if st.st_size > _nofollow.DEFAULT_LIMIT:  # its readers refuse it as too large
             log.warning("%s; not copied", exc.message)
@@ -118,7 +118,7 @@ def _write_log_tail(src: Path, packed: gzip.GzipFile) -> bool:
     for chunk in _nofollow.gunzip_file(src, limit=_nofollow.GZIP_EXPAND_LIMIT):
         size += len(chunk)
         if size > _nofollow.GZIP_EXPAND_LIMIT:
-            raise ResultsError(f"{src} expands to more than a server log can be")
+            raise Unreadable(f"{src} expands to more than a server log can be")
         tail += chunk
         if len(tail) > 2 * LOG_COPY_LIMIT:  # trimmed now and then, not at every chunk
             del tail[: len(tail) - LOG_COPY_LIMIT]

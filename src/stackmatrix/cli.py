@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackmatrix import __version__, _log, _signals, layout
-from stackmatrix.errors import NothingJudged, StackmatrixError, UsageError
+from stackmatrix.errors import NothingJudged, StackmatrixError, Unreadable, UsageError
 from stackmatrix.spec_names import BACKENDS, EXECUTORS, FAIL_ON, ORDERS, PIPELINE_PHASES
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _signals.stop_signals():  # SIGTERM/SIGHUP clean up as Ctrl-C does
             return int(args.func(args))
-    except StackmatrixError as exc:
+    except (StackmatrixError, Unreadable) as exc:  # a file the command needed: exit 3
         from stackmatrix import _sanitize  # a message may quote an id from results
 
         print(f"stackmatrix: error: {_sanitize.text(exc.message)}", file=sys.stderr)

@@ -1,9 +1,13 @@
-"""One root for fatal errors; each subclass carries the process exit code.
+"""One root for fatal errors, each subclass carrying the process exit code, and the one
+error that is not fatal by itself: a file that cannot be read.
 
-`stackmatrix.cli.main` turns any of these into a message and the exit code. Caught
-elsewhere only where it is not fatal: a `ResultsError` for an optional file that
-cannot be read (the report notes it, a resume redoes the work), and the few places
-docs/architecture.md lists. Everything that is a *result* (a cell that failed to
+`stackmatrix.cli.main` turns a `StackmatrixError` into a message and its exit code, and
+is the one place that catches one (`tests/unit/test_error_boundary.py`; the handlers it
+allows besides are listed there: each re-raises, or is a boundary of its own command).
+`Unreadable` is what reading a file says when it cannot be read as asked: the reader of
+an optional file turns it into a note or a status (the report notes it, a resume redoes
+the work); where a command needs the file, it reaches `cli.main`, which says it as a
+`ResultsError` does (exit 3). Everything that is a *result* (a cell that failed to
 build, a server that died) is recorded as a status instead.
 """
 
@@ -41,6 +45,18 @@ class ResultsError(StackmatrixError):
     """A results directory is missing, corrupt, or inconsistent."""
 
     exit_code = 3
+
+
+class Unreadable(Exception):
+    """A file that cannot be read as asked: a link, not a regular file, larger than its
+    bound, not whole (a cut gzip), not the JSON or record expected. Not fatal by itself:
+    its reader decides (a note, a status, a redo); uncaught, exit 3 as `ResultsError`."""
+
+    exit_code = ResultsError.exit_code
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class ToolMissingError(StackmatrixError):

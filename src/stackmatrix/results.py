@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._cellid import refuse_unsafe
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import ResultsError, Unreadable
 from stackmatrix.findings import Finding, mapping, text
 from stackmatrix.spec_names import CELL_PHASES
 
@@ -92,21 +92,21 @@ class PhaseResult:
 
     @classmethod
     def from_dict(cls, raw: object) -> PhaseResult:
-        """Raises ResultsError for anything but a phase result of this schema version."""
+        """Raises Unreadable for anything but a phase result of this schema version."""
         if not isinstance(raw, dict):
-            raise ResultsError(f"a phase result is a JSON object, not {type(raw).__name__}")
+            raise Unreadable(f"a phase result is a JSON object, not {type(raw).__name__}")
         version = raw.get("schema_version")
         if version != SCHEMA_VERSION:
-            raise ResultsError(
+            raise Unreadable(
                 f"phase result has schema_version {version!r}, this stackmatrix reads "
                 f"{SCHEMA_VERSION}; re-run the phase or use a matching stackmatrix version"
             )
         try:
             return cls._from_fields(raw)
         except KeyError as exc:
-            raise ResultsError(f"phase result has no {exc.args[0]!r}") from exc
+            raise Unreadable(f"phase result has no {exc.args[0]!r}") from exc
         except (ValueError, TypeError, AttributeError) as exc:
-            raise ResultsError(f"phase result is malformed: {exc}") from exc
+            raise Unreadable(f"phase result is malformed: {exc}") from exc
 
     @classmethod
     def _from_fields(cls, raw: Mapping[str, object]) -> PhaseResult:
@@ -173,7 +173,7 @@ class CellDir:
         return self.path / name
 
     def read(self, phase: str) -> PhaseResult | None:
-        """The phase's result, None when the cell has none; raises ResultsError for one
+        """The phase's result, None when the cell has none; raises Unreadable for one
         that cannot be read (a link, a FIFO, too large, a damaged or too large .gz)."""
         path = self.stored_result(phase)
         if path is None:
@@ -181,8 +181,8 @@ class CellDir:
         raw = _nofollow.read_json(path, limit=RESULT_LIMIT)  # never through a link
         try:
             return PhaseResult.from_dict(raw)
-        except ResultsError as exc:
-            raise ResultsError(f"{path}: {exc.message}") from exc
+        except Unreadable as exc:
+            raise Unreadable(f"{path}: {exc.message}") from exc
 
     def read_to_resume(self, phase: str) -> PhaseResult | None:
         """`read`, for a resume that appends to the record: one that cannot be read (cut
@@ -190,9 +190,9 @@ class CellDir:
         never replaced by a fresh record."""
         try:
             return self.read(phase)
-        except ResultsError as exc:
+        except Unreadable as exc:
             kept = self.stored_result(phase) or self.result_path(phase)
-            raise ResultsError(
+            raise Unreadable(
                 f"{exc.message}\n{kept} is left as it is: it may hold "
                 "measured launches that resuming would replace. Move it aside (or resume "
                 "with the stackmatrix version that wrote it) and run again"
@@ -322,7 +322,7 @@ class RunDir:
 
     def read_run(self) -> JSONObject:
         if not os.path.lexists(self.run_json):
-            raise ResultsError(
+            raise Unreadable(
                 f"{self.path} is not a stackmatrix results directory (no {layout.RUN_JSON}); "
                 "pass the directory that `stackmatrix run` printed"
             )
@@ -332,8 +332,8 @@ class RunDir:
         check_schema_version(data, self.run_json)
         return data  # records.run.read_run_json checks its fields
 
-    def corrupt_run(self, why: str) -> ResultsError:
-        return ResultsError(
+    def corrupt_run(self, why: str) -> Unreadable:
+        return Unreadable(
             f"{self.run_json} is corrupt: {why}; it is written by `stackmatrix run`: "
             "re-run, or restore it from the run's artifacts"
         )
@@ -349,7 +349,7 @@ def check_schema_version(raw: Mapping[str, object], path: Path) -> None:
     as this one, its fields could mean something else. One without a version is read."""
     version = raw.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
-        raise ResultsError(
+        raise Unreadable(
             f"{path} has schema_version {version!r}; this stackmatrix reads "
             f"{SCHEMA_VERSION}: use the stackmatrix version that wrote these results"
         )

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from stackmatrix import _piececopy
 from stackmatrix.cli import main
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import ResultsError, Unreadable
 from stackmatrix.merge import merge
 
 CELLS = ("base", "new")
@@ -130,7 +130,7 @@ def test_a_linked_cell_directory_is_reported_missing_not_followed(pieces, tmp_pa
 def test_a_linked_run_file_is_refused(pieces, tmp_path):
     (pieces[0] / "spec.toml").unlink()
     (pieces[0] / "spec.toml").symlink_to("/dev/zero")
-    with small_files(), pytest.raises(ResultsError, match="symbolic link"):
+    with small_files(), pytest.raises(Unreadable, match="symbolic link"):
         merge(pieces, tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
 
@@ -138,7 +138,7 @@ def test_a_linked_run_file_is_refused(pieces, tmp_path):
 def test_a_cell_id_that_climbs_out_of_the_output_is_refused(tmp_path):
     evil = ("base", "../../../escaped")
     pieces = [piece(tmp_path / "p" / c, c, plan_ids=evil) for c in CELLS]
-    with pytest.raises(ResultsError, match="not a plain name"):
+    with pytest.raises(Unreadable, match="not a plain name"):
         merge(pieces, tmp_path / "a" / "b" / "merged")
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "a").exists()
 

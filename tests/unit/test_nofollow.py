@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix import _nofollow
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.report.load import CellResults
 
 LOG = b"".join(b"line %d: max_total_num_tokens=%d\n" % (i, i) for i in range(5000))
@@ -38,7 +38,7 @@ def test_a_compressed_log_that_expands_without_end_is_refused(
     stream = zlib.compressobj(9, zlib.DEFLATED, 31)
     bomb = tmp_path / "server-L1.log.gz"
     bomb.write_bytes(b"".join(stream.compress(b"x" * (1 << 20)) for _ in range(8)) + stream.flush())
-    with pytest.raises(ResultsError, match="expands to more than 1 MiB"):
+    with pytest.raises(Unreadable, match="expands to more than 1 MiB"):
         _nofollow.read_ends(bomb, limit=1000)
 
 
@@ -47,7 +47,7 @@ def test_a_compressed_file_larger_than_its_limit_is_not_decompressed(tmp_path: P
     packed = _gz(tmp_path / "check.json.gz", b"{}")
     with packed.open("ab") as fh:
         fh.truncate(1 << 30)
-    with pytest.raises(ResultsError, match="is too large: over 1 MiB"):
+    with pytest.raises(Unreadable, match="is too large: over 1 MiB"):
         _nofollow.read_json(packed, limit=1 << 20)
 
 
@@ -70,7 +70,7 @@ def test_read_json_reads_a_gz_decompressed_and_a_plain_file_as_it_is(tmp_path: P
     assert _nofollow.read_json(tmp_path / "b.json") == {"b": 2}
     link = tmp_path / "c.json.gz"
     link.symlink_to(tmp_path / "a.json.gz")
-    with pytest.raises(ResultsError, match="symbolic link"):
+    with pytest.raises(Unreadable, match="symbolic link"):
         _nofollow.read_json(link)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix import _atomic, results
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import ResultsError, Unreadable
 from stackmatrix.findings import Finding, Severity, worst
 from stackmatrix.results import PhaseResult, RunDir, Status
 
@@ -47,15 +47,15 @@ def test_failed_and_interrupted_results_are_not_reused() -> None:
 def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     cell = RunDir(tmp_path).cell("a")
     _atomic.write_json(cell.result_path("build"), {"schema_version": 99, "phase": "build"})
-    with pytest.raises(ResultsError, match="schema_version 99"):
+    with pytest.raises(Unreadable, match="schema_version 99"):
         cell.read("build")
     cell.result_path("check").write_text("{not json")
-    with pytest.raises(ResultsError, match="cannot read"):
+    with pytest.raises(Unreadable, match="cannot read"):
         cell.read("check")
 
 
 def test_missing_run_json_is_explained(tmp_path: Path) -> None:
-    with pytest.raises(ResultsError, match="not a stackmatrix results directory"):
+    with pytest.raises(Unreadable, match="not a stackmatrix results directory"):
         RunDir(tmp_path).read_run()
 
 
@@ -80,10 +80,10 @@ def test_an_unreadable_phase_result_names_its_file(tmp_path: Path) -> None:
     cell = RunDir(tmp_path).cell("a")
     path = cell.result_path("bench")
     _atomic.write_json(path, {"schema_version": 2, "phase": "bench"})
-    with pytest.raises(ResultsError, match=f"^{path}: phase result has schema_version 2"):
+    with pytest.raises(Unreadable, match=f"^{path}: phase result has schema_version 2"):
         cell.read("bench")
     _atomic.write_json(path, {"schema_version": 1, "cell": "a", "status": "ok"})
-    with pytest.raises(ResultsError, match=f"^{path}: phase result has no 'phase'"):
+    with pytest.raises(Unreadable, match=f"^{path}: phase result has no 'phase'"):
         cell.read("bench")
 
 
@@ -152,7 +152,7 @@ def test_a_gzip_bomb_is_refused_before_it_fills_memory(
         b"".join(stream.compress(b" " * (1 << 20)) for _ in range(64)) + stream.flush()
     )
     assert bomb.stat().st_size < 1 << 20
-    with pytest.raises(ResultsError, match=f"^{bomb} expands to more than 1 MiB"):
+    with pytest.raises(Unreadable, match=f"^{bomb} expands to more than 1 MiB"):
         cell.read("check")
 
 
@@ -165,7 +165,7 @@ def test_a_damaged_compressed_result_is_refused(
     cell = RunDir(tmp_path).cell("a")
     packed = _compress(cell.write(_result("check")))
     packed.write_bytes(damage(packed.read_bytes()))
-    with pytest.raises(ResultsError, match=f"cannot read {packed}: not a whole gzip file"):
+    with pytest.raises(Unreadable, match=f"cannot read {packed}: not a whole gzip file"):
         cell.read("check")
 
 
@@ -175,10 +175,10 @@ def test_a_compressed_result_that_is_a_link_or_a_fifo_is_refused(tmp_path: Path)
     _atomic.write_json(source, _result("check").to_dict())
     outside = _compress(source)
     (cell.path / "check.json.gz").symlink_to(outside)
-    with pytest.raises(ResultsError, match="symbolic link"):
+    with pytest.raises(Unreadable, match="symbolic link"):
         cell.read("check")
     with pytest.raises(ResultsError, match=re.escape("check.json.gz is not a regular file")):
         RunDir(tmp_path).check_layout(["a"], ["check"])
     os.mkfifo(cell.path / "bench.json.gz")
-    with pytest.raises(ResultsError, match="not a regular file"):
+    with pytest.raises(Unreadable, match="not a regular file"):
         cell.read("bench")  # and does not hang on the FIFO

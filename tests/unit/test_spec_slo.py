@@ -13,7 +13,7 @@ import pytest
 
 from stackmatrix.bench import phase
 from stackmatrix.builder.base import Environment
-from stackmatrix.errors import ResultsError, SpecError, UsageError
+from stackmatrix.errors import SpecError, Unreadable, UsageError
 from stackmatrix.plan import make_plan
 from stackmatrix.records import RunRecord
 from stackmatrix.records.run import read_run_json
@@ -149,6 +149,6 @@ def test_run_json_keeps_the_slo_and_refuses_one_no_spec_could_have(tmp_path: Pat
     assert back.report.slo == {"ttft_p99_ms": 150}
     assert "slo" not in dataclasses.replace(back.report, slo=None).to_dict()
     bad = _run_json(tmp_path, {"slo": {"ttft_p99_ms": -5}})
-    with pytest.raises(ResultsError) as info:
+    with pytest.raises(Unreadable) as info:
         read_run_json(bad)
     assert "report.slo.ttft_p99_ms: -5 ms is no bound" in info.value.message

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._secrets import redact_files
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _redact_log(path: Path) -> None:
     are known here; a log whose process may still write it is left as it is."""
     try:
         pgid = int(_nofollow.read_json(path)["pgid"])
-    except (OSError, ResultsError, ValueError, KeyError, TypeError):
+    except (OSError, Unreadable, ValueError, KeyError, TypeError):
         return
     if not _group_alive(pgid):
         redact_files(path.with_name(layout.live_record_log(path.name)))
@@ -112,7 +112,7 @@ def _reap_one(path: Path) -> str:
     try:
         data = _nofollow.read_json(path)
         pgid, port = int(data["pgid"]), data.get("port")
-    except (OSError, ResultsError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, Unreadable, ValueError, KeyError, TypeError) as exc:
         return f"unreadable record {path.name} ({exc}); nothing stopped"
     what = f"server of an earlier run (process group {pgid}, port {port}, {data.get('log')})"
     handle = data.get("container")

@@ -31,7 +31,7 @@ from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.builder.base import Environment
-from stackmatrix.errors import ResultsError, SpecError
+from stackmatrix.errors import SpecError, Unreadable
 from stackmatrix.outcome import Fail, Skip, apply, record
 from stackmatrix.records import BenchData, check_verdict
 from stackmatrix.records._read import JSONObject
@@ -319,7 +319,7 @@ def _prepare(
     inputs = inputs_hash(spec, bench, cid, environment, wl_hash)
     try:
         previous = cell_dir.read_to_resume("bench")
-    except ResultsError as exc:
+    except Unreadable as exc:
         return _kept_unreadable(cell_dir, inputs, exc)
     skip = _skip_reason(spec, bench, engine, cell_dir, cid, environment, force)
     if skip is not None:
@@ -340,7 +340,7 @@ def _prepare(
     return _state(spec, cid, cell_dir, inputs, environment)
 
 
-def _kept_unreadable(cell_dir: CellDir, inputs: str, exc: ResultsError) -> PhaseResult:
+def _kept_unreadable(cell_dir: CellDir, inputs: str, exc: Unreadable) -> PhaseResult:
     """The cell's status when its bench.json cannot be read: failed, and not written, so
     the file and the launches it may hold stay (the run refuses it before this)."""
     result = PhaseRun.begin(cell_dir, "bench", inputs).result

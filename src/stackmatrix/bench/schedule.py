@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from stackmatrix import _nofollow
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.records._read import JSONObject
 from stackmatrix.spec_names import ORDERS
 
@@ -142,7 +142,7 @@ def earlier_sessions(path: Path) -> list[JSONObject]:
         return []
     try:
         old = _nofollow.read_json(path)
-    except (ResultsError, OSError) as exc:
+    except (Unreadable, OSError) as exc:
         log.warning("replacing %s: %s", path, exc)
         return []
     if isinstance(old, dict):

@@ -41,7 +41,7 @@ from stackmatrix.builder.base import Environment
 from stackmatrix.check import _data
 from stackmatrix.check.inventory import Distribution, Inventory
 from stackmatrix.check.libs import SearchContext
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.findings import Finding
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def load(cache: ScanCache, key: str) -> StaticScan | None:
     try:
         raw = _nofollow.read_json(path)
         return _from_entry(raw, key)
-    except (ResultsError, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (Unreadable, KeyError, TypeError, ValueError, AttributeError) as exc:
         log.warning("ignoring the corrupt static-scan cache entry %s: %s", path, exc)
         return None
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stackmatrix.bench import schedule
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.pipeline import RunOptions
 from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
@@ -38,7 +38,7 @@ def _launches_done(run: RunDir, cid: str, *, final_if_skipped: bool) -> int:
     incompatible) needs none, unless build and check run again first."""
     try:
         result = run.cell(cid).read("bench")
-    except ResultsError:
+    except Unreadable:
         return 0
     if result is None:
         return 0
@@ -72,7 +72,7 @@ def statuses(run: RunDir, ids: Sequence[str], phases: Sequence[str]) -> dict[str
         for phase in (p for p in PHASES if p in phases):
             try:
                 result = run.cell(cid).read(phase)
-            except ResultsError:
+            except Unreadable:
                 result = None
             out[cid][phase] = result.status.value if result is not None else "not run"
     return out

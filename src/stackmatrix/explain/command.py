@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stackmatrix import _nofollow, _sanitize, layout
 from stackmatrix._lock import results_dir_lock
-from stackmatrix.errors import ResultsError, StackmatrixError
+from stackmatrix.errors import ResultsError, StackmatrixError, Unreadable
 from stackmatrix.explain.plan import plan_lines
 from stackmatrix.explain.roundspec import check
 from stackmatrix.explain.runner import RoundRunner, explain_cell
@@ -95,7 +95,7 @@ def explainable_cells(run_dir: Path) -> list[str]:
     matrix = run_dir / layout.REPORT_JSON
     try:  # never through a link, never a FIFO or a device, never unbounded
         data = _nofollow.read_json(matrix, limit=MATRIX_LIMIT)
-    except ResultsError as exc:
+    except Unreadable as exc:
         raise ResultsError(f"{exc} (run `stackmatrix report` to write it)") from exc
     cells = data.get("cells") if isinstance(data, dict) else None
     return [
@@ -128,7 +128,7 @@ def explain_after_run(
         for cell in tried:
             try:
                 done.append(explain_cell(run_dir, cell, run_round=runner, max_rounds=rounds))
-            except StackmatrixError as exc:
+            except (StackmatrixError, Unreadable) as exc:  # this cell's explain only
                 print(_sanitize.text(f"stackmatrix: explain {cell}: {exc}"), file=sys.stderr)
         _rerender(run_dir)
     return done

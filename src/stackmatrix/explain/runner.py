@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._secrets import redact_spec_text
-from stackmatrix.errors import StackmatrixError, UsageError
+from stackmatrix.errors import StackmatrixError, Unreadable, UsageError
 from stackmatrix.explain.context import ExplainContext, prepare
 from stackmatrix.explain.derive import Change
 from stackmatrix.explain.explanation import Round, Unfinished, explanation, status, stopped
@@ -79,7 +79,7 @@ def explain_cell(
         )
     except KeptRound:
         raise  # nothing was measured: the explanation of the kept rounds stands
-    except StackmatrixError as exc:
+    except (StackmatrixError, Unreadable) as exc:
         # said in the report, not only in a traceback; the rounds done stay for a re-run
         _atomic.write_json(path, stopped(ctx, derived, rounds, exc))
         raise

@@ -10,7 +10,7 @@ from pathlib import Path
 from stackmatrix.builder.backends import get_backend
 from stackmatrix.builder.base import Environment
 from stackmatrix.builder.phase import environments
-from stackmatrix.errors import StackmatrixError
+from stackmatrix.errors import StackmatrixError, Unreadable
 from stackmatrix.outcome import Fail, Skip, write
 from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.runner import reusable
@@ -26,13 +26,14 @@ def bench_phase(
     if opts.spec.bench is None:
         return _mark_all(run, ids, Skip("no_bench", "the spec has no [bench] section"))
     from stackmatrix.bench.phase import run_bench_phase
+    from stackmatrix.bench.tinymodel import TinyModelError
 
     envs = environments(run, ids, opts.spec)
     spec = opts.spec
     if spec.bench is not None and spec.bench.model.startswith(TINY_MODEL_PREFIX):
         try:
             spec = _with_tiny_model(spec, opts.work_dir, envs, progress)
-        except StackmatrixError as exc:
+        except TinyModelError as exc:
             return _mark_all(run, ids, Fail("model_unavailable", exc.message))
     try:
         return run_bench_phase(
@@ -58,7 +59,7 @@ def _phase_crashed(
     what is wrong instead."""
     done = {cid: old for cid in ids if (old := reusable(run.cell(cid), "bench")) is not None}
     unfinished = [cid for cid in ids if cid not in done]
-    if isinstance(exc, StackmatrixError):
+    if isinstance(exc, StackmatrixError | Unreadable):  # bad input: said, no traceback
         failed = _mark_all(run, unfinished, Fail("bench_failed", exc.message))
     else:
         failed = {cid: _crash(run, cid, exc) for cid in unfinished}
@@ -89,21 +90,21 @@ def _with_tiny_model(
     it lies on the host where every cell's server gets it (read-only) at the same path."""
     from dataclasses import replace
 
-    from stackmatrix.bench.tinymodel import make_tiny_model
+    from stackmatrix.bench.tinymodel import TinyModelError, make_tiny_model
 
     assert spec.bench is not None
     order = [c for c in dict.fromkeys([spec.baseline, *sorted(envs)]) if c in envs]
     # a host interpreter first: an image's writes the model through a bind mount
     built = sorted((envs[c] for c in order), key=lambda e: not get_backend(e.backend).on_host)
     if not built:
-        raise StackmatrixError(
+        raise TinyModelError(
             "model = 'stackmatrix:tiny-llama' needs a built cell with torch and "
             "transformers to generate the model; no cell was built"
         )
     env = built[0]
     size = spec.bench.model.removeprefix(TINY_MODEL_PREFIX).lstrip("-") or "tiny"
     if size not in ("tiny", "1b"):
-        raise StackmatrixError(
+        raise TinyModelError(
             f"bench.model {spec.bench.model!r}: the generated models are "
             f"'{TINY_MODEL_PREFIX}' and '{TINY_MODEL_PREFIX}-1b'"
         )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from stackmatrix import __version__, _atomic, _nofollow, layout
 from stackmatrix._secrets import redact_spec_text
-from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.errors import ResultsError, Unreadable, UsageError
 from stackmatrix.pipeline.options import RunOptions
 from stackmatrix.plan import PlannedCell, make_plan
 from stackmatrix.records import ReportPolicyRecord, RunRecord
@@ -104,7 +104,7 @@ def _is_run_of(path: Path, name: str) -> bool:
         return False
     try:
         meta = _nofollow.read_json(path / layout.RUN_JSON)
-    except ResultsError:
+    except Unreadable:
         return False
     return isinstance(meta, dict) and meta.get("spec_name") == name
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from stackmatrix import _proc
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.outcome import Outcome, record
 from stackmatrix.plan import PlannedCell
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun
@@ -21,7 +21,7 @@ def reusable(cell_dir: CellDir, phase: str, inputs_hash: str | None = None) -> P
     """The phase's complete result, of these inputs (None: of any)."""
     try:
         old = cell_dir.read(phase)
-    except ResultsError:
+    except Unreadable:
         return None
     if old is not None and old.complete and inputs_hash in (None, old.inputs_hash):
         return old

@@ -89,7 +89,7 @@ class RunRecord:
 
     @classmethod
     def read(cls, run: RunDir) -> RunRecord:
-        """RUN/run.json; raises ResultsError when it is absent or of the wrong shape."""
+        """RUN/run.json; raises Unreadable when it is absent or of the wrong shape."""
         return cls.from_dict(read_run_json(run))
 
     @classmethod
@@ -122,7 +122,7 @@ def _out_of_range(report: object) -> str | None:
 
 
 def read_run_json(run: RunDir) -> JSONObject:
-    """RUN/run.json as read; raises ResultsError when it is absent, a value does not
+    """RUN/run.json as read; raises Unreadable when it is absent, a value does not
     fit its RunRecord field (a corrupt or hand-edited file) or a cell id is not one a
     spec could define (it would be a path outside the results)."""
     raw = run.read_run()

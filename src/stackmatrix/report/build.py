@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackmatrix import _atomic, _nofollow, layout
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import ResultsError, Unreadable
 from stackmatrix.records import RunRecord
 from stackmatrix.report import formats, history, policy, render_md
 from stackmatrix.report.load import load_run
@@ -119,7 +119,7 @@ def _run_identity(run_dir: Path) -> tuple[str, str, str | None, str] | None:
     CI run and creation time, as in a copy of it."""
     try:
         record = RunRecord.read(RunDir(run_dir))
-    except ResultsError:
+    except Unreadable:
         return None
     return record.spec_name, record.spec_hash, record.run_id, record.created
 
@@ -127,5 +127,5 @@ def _run_identity(run_dir: Path) -> tuple[str, str, str | None, str] | None:
 def _ours(md: Path) -> bool:
     try:
         return _nofollow.read_bytes(md).startswith(_OUR_TITLE)
-    except ResultsError:  # a link, a directory, unreadable: not a report of ours
+    except Unreadable:  # a link, a directory, unreadable: not a report of ours
         return False

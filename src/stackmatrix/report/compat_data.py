@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from stackmatrix._datadir import ENV_VAR, compat_dir
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 
 _ENV = ENV_VAR
 __all__ = ["compat_dir", "integer", "load_toml", "strings", "table", "tables"]
@@ -20,12 +20,12 @@ def load_toml(name: str, directory: Path | None = None) -> Mapping[str, object]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError as exc:
-        raise ResultsError(
+        raise Unreadable(
             f"{path} is missing: the report reads its rules from there; set {_ENV} "
             "to the compat/ directory of a stackmatrix checkout"
         ) from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ResultsError(f"{path} is not valid TOML: {exc}") from exc
+        raise Unreadable(f"{path} is not valid TOML: {exc}") from exc
 
 
 def table(value: object) -> Mapping[str, object]:

@@ -19,7 +19,7 @@ from typing import Any
 from stackmatrix import _jsonload, _nofollow, layout
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix._secrets import redact, redact_spec_text
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.plan import public
 from stackmatrix.records import (
     BenchData,
@@ -148,7 +148,7 @@ def read_explanations(run_dir: Path, problems: list[str]) -> tuple[JSONObject, .
             continue
         try:  # never through a link, never a FIFO, never unbounded
             data = _nofollow.read_json(path)
-        except ResultsError as exc:
+        except Unreadable as exc:
             problems.append(f"explanation {path} is unreadable: {exc}")
             continue
         if isinstance(data, dict) and isinstance(data.get("sentences"), list):
@@ -190,7 +190,7 @@ class RunResults:
 
 
 def load_run(run_dir: Path) -> RunResults:
-    """Everything the report needs from `run_dir`; raises ResultsError only when run.json
+    """Everything the report needs from `run_dir`; raises Unreadable only when run.json
     is absent or unreadable, or run.json or plan.json names a cell id that is not a plain
     name (the cells' directories are those ids or names listed in `cells/`)."""
     rd = RunDir(run_dir)
@@ -212,7 +212,7 @@ def _read_text(path: Path, problems: list[str]) -> str | None:
         return None
     try:
         text = _nofollow.read_bytes(path).decode("utf-8", errors="replace")
-    except ResultsError as exc:
+    except Unreadable as exc:
         problems.append(exc.message)
         return None
     return redact_spec_text(text)
@@ -224,7 +224,7 @@ def _read_plan(path: Path, problems: list[str]) -> dict[str, PlanCell]:
         return {}
     try:
         raw = _nofollow.read_json(path)
-    except ResultsError as exc:
+    except Unreadable as exc:
         problems.append(exc.message)
         return {}
     if isinstance(raw, dict):
@@ -285,7 +285,7 @@ def _read_phase(cell_dir: CellDir, phase: str) -> PhaseResult | str | None:
     used, or None when the cell has none."""
     try:
         result = cell_dir.read(phase)
-    except ResultsError as exc:
+    except Unreadable as exc:
         return exc.message
     if result is None:
         return None
@@ -325,7 +325,7 @@ def read_requests(path: Path) -> Iterator[JSONObject]:
             stream = io.BufferedReader(_nofollow.ChunkReader(_nofollow.gunzip(raw, path)))
         try:
             yield from _records(stream)
-        except ResultsError as exc:  # a damaged .gz ends its records
+        except Unreadable as exc:  # a damaged .gz ends its records
             log.warning("request records %s end early: %s", path, exc.message)
 
 

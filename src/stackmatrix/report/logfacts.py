@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackmatrix import _nofollow
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.report.compat_data import load_toml, strings, tables
 
 _MAX_EVIDENCE = 160
@@ -42,9 +42,9 @@ class LogPattern:
         try:
             regex = re.compile(str(raw["regex"]))
         except (KeyError, re.error) as exc:
-            raise ResultsError(f"log pattern {raw!r} has no valid `regex`: {exc}") from exc
+            raise Unreadable(f"log pattern {raw!r} has no valid `regex`: {exc}") from exc
         if raw.get("value") is None and "value" not in regex.groupindex:
-            raise ResultsError(
+            raise Unreadable(
                 f"log pattern for {raw.get('fact')!r} needs `value` or a (?P<value>...) group"
             )
         return cls(
@@ -106,7 +106,7 @@ def _facts_of(
     found: dict[str, LogFact] = {}
     try:  # bounded: a sparse or runaway log is read only at its start and its end
         text = _nofollow.read_ends(path, limit=LOG_READ_LIMIT).decode("utf-8", "replace")
-    except ResultsError:
+    except Unreadable:
         text = ""
     # the lines a text-mode file gives (universal newlines), each cut short: a fact is
     # stated on a short line

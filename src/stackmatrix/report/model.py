@@ -404,16 +404,16 @@ def _unread_notes(cells: Sequence[CellResults], patterns: Sequence[LogPattern]) 
 
 
 def _rules(compat: Path | None, notes: list[str]) -> tuple[Sequence[LogPattern], drift_mod.Ranking]:
-    from stackmatrix.errors import ResultsError
+    from stackmatrix.errors import Unreadable
 
     try:
         patterns: Sequence[LogPattern] = load_patterns(compat)
-    except ResultsError as exc:
+    except Unreadable as exc:
         notes.append(f"server logs not read: {exc.message}")
         patterns = ()
     try:
         ranking = drift_mod.load_ranking(compat)
-    except ResultsError as exc:
+    except Unreadable as exc:
         notes.append(f"differences not ranked: {exc.message}")
         ranking = drift_mod.Ranking(rules=())
     log.debug("rules from %s", compat or compat_dir())

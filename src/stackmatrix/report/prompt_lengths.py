@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from stackmatrix import _nofollow, layout
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.records import LaunchRecord, RoundRecord
 from stackmatrix.records._read import JSONObject
 from stackmatrix.report.load import CellResults
@@ -26,7 +26,7 @@ def prompt_form_note(run_dir: Path, cells: Sequence[CellResults]) -> list[str]:
     the servers counted at exactly their input_len; none for text (or no workload.json)."""
     try:
         info = _nofollow.read_json(run_dir / layout.WORKLOAD_JSON)
-    except (ResultsError, OSError):
+    except (Unreadable, OSError):
         return []
     made = info.get("prompt_lengths") if isinstance(info, dict) else None
     sent = made.get("sent_as") if isinstance(made, dict) else None

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stackmatrix import _nofollow
 from stackmatrix.cli import main
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.records import PlanRecord, RunRecord
 from stackmatrix.records._read import problem
 from stackmatrix.records.phases import data_problem
@@ -110,7 +110,7 @@ def report_of(tmp: Path, name: str, corrupt: Callable[[Path], object]) -> tuple[
 def test_a_corrupt_run_json_is_exit_3_naming_it(case, tmp_path, capsys):
     rd = results(tmp_path)
     RUN_JSON[case](rd / "run.json")
-    with pytest.raises(ResultsError, match=r"run\.json"):
+    with pytest.raises(Unreadable, match=r"run\.json"):
         build_report(rd)
     assert main(["report", str(rd)]) == 3
     assert f"{rd / 'run.json'}" in capsys.readouterr().err
@@ -158,7 +158,7 @@ def test_links_and_fifos_in_results_are_never_read(tmp_path):
     elsewhere = tmp_path.parent / f"{tmp_path.name}-run.json"
     (rd / "run.json").rename(elsewhere)
     (rd / "run.json").symlink_to(elsewhere)
-    with pytest.raises(ResultsError, match="symbolic link"):
+    with pytest.raises(Unreadable, match="symbolic link"):
         build_report(rd)
 
 
@@ -213,7 +213,7 @@ def test_any_json_anywhere_is_a_report_or_exit_3(tmp_path_factory, target, key, 
     path.write_text(json.dumps(data))
     try:
         build_report(rd)
-    except ResultsError as exc:
+    except Unreadable as exc:
         assert target == "run.json", exc.message
 
 

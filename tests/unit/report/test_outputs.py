@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.errors import ResultsError, Unreadable, UsageError
 from stackmatrix.report import build_report, parse_fail_on
 from stackmatrix.stats.verdict import Verdict
 
@@ -222,7 +222,7 @@ def test_single_launch_cells_say_their_interval_ignores_launch_noise(tmp_path):
 
 
 def test_missing_run_json_is_an_actionable_error(tmp_path):
-    with pytest.raises(ResultsError, match="not a stackmatrix results directory"):
+    with pytest.raises(Unreadable, match="not a stackmatrix results directory"):
         build_report(tmp_path)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.cli import main
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.results import RunDir
 
 from ._results import phase, run_dir, write
@@ -59,6 +59,6 @@ def test_report_refuses_an_id_that_leads_outside(
 
 
 def test_a_cell_directory_is_made_only_for_a_plain_id(tmp_path: Path) -> None:
-    with pytest.raises(ResultsError, match="not a plain name"):
+    with pytest.raises(Unreadable, match="not a plain name"):
         RunDir(tmp_path / "run").cell("../escaped")
     assert not (tmp_path / "escaped").exists()

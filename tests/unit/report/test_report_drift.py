@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stackmatrix.bench.engines import flatten
-from stackmatrix.errors import ResultsError
+from stackmatrix.errors import Unreadable
 from stackmatrix.report.config_drift import Ranking, diff, load_ranking
 from stackmatrix.report.facts import collect
 from stackmatrix.report.load import CellResults
@@ -103,9 +103,9 @@ def test_patterns_directory_is_configurable_and_checked(tmp_path):
     assert match is not None
     assert match.group("value") == "42"
     (tmp_path / "log_patterns.toml").write_text('[[pattern]]\nfact = "x"\nregex = "no group"\n')
-    with pytest.raises(ResultsError, match="needs `value`"):
+    with pytest.raises(Unreadable, match="needs `value`"):
         load_patterns(tmp_path)
-    with pytest.raises(ResultsError, match="is missing"):
+    with pytest.raises(Unreadable, match="is missing"):
         load_ranking(tmp_path)
 
 
