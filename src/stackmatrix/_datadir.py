@@ -1,5 +1,5 @@
 """Where the compatibility knowledge kept as data lives: one rule for the check phase
-(check/_data.py) and the report (report/compat_data.py), which import it from here
+(check/data.py) and the report (report/compat_data.py), which import it from here
 (report/ does not import compat/)."""
 
 from __future__ import annotations

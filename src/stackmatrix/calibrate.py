@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, TypedDict
 
 from stackmatrix import layout
 from stackmatrix.errors import ResultsError, UsageError
+from stackmatrix.jsontypes import JSONValue
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.records import BenchData
-from stackmatrix.records._read import JSONValue
 from stackmatrix.results import PHASES, RunDir
 from stackmatrix.specfile import MAX_LAUNCHES, load_spec
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:  # records/ imports this module
-    from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 
 class Severity(enum.StrEnum):

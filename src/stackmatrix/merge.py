@@ -22,9 +22,9 @@ from pathlib import Path
 from stackmatrix import _nofollow, _piececopy, layout
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import PolicyFailure, ResultsError, UsageError
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.outcome import Fail, write
 from stackmatrix.records import RunRecord
-from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import CellDir, RunDir, check_schema_version, now_iso
 from stackmatrix.specfile.cells import MAX_CELLS
 

@@ -12,13 +12,11 @@ executor `write` the failed result of a cell that has none of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from stackmatrix.findings import Finding
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, Status
-
-if TYPE_CHECKING:  # records/ imports results, which this module imports
-    from stackmatrix.records._read import JSONObject
 
 
 class Outcome(Exception):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from stackmatrix._secrets import redact, redact_argv
-from stackmatrix.records._read import JSONObject, JSONValue
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.spec_model import Cell, Spec
 
 # Bump when the way environments are built changes, so old environments are rebuilt.

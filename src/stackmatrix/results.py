@@ -24,16 +24,14 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix.errors import ResultsError, Unreadable
 from stackmatrix.findings import Finding, mapping, text
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.spec_names import CELL_PHASES
-
-if TYPE_CHECKING:  # records/ imports this module
-    from stackmatrix.records._read import JSONObject
 
 SCHEMA_VERSION = 1
 PHASES = CELL_PHASES

@@ -14,7 +14,7 @@ from pathlib import Path
 from stackmatrix import _signals
 from stackmatrix.bench.phase import run_bench_phase
 from stackmatrix.builder.base import Environment
-from stackmatrix.pipeline import _children_stop_on_ctrl_c
+from stackmatrix.pipeline import children_stop_on_ctrl_c
 from stackmatrix.results import RunDir
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 
@@ -50,7 +50,7 @@ def main(run_dir: Path, fake: Path, workers: int = 1) -> int:
         print(f"{cell}: {msg}", flush=True)
 
     try:
-        with _children_stop_on_ctrl_c():
+        with children_stop_on_ctrl_c():
             envs = {"a": env}
             results = run_bench_phase(
                 spec, RunDir(run_dir), ["a"], environments=envs, order="sequential", progress=say

@@ -99,7 +99,7 @@ def _main(args: list[str]) -> int:
 
     log_path, argv = Path(args[0]), args[1:]
     try:
-        with pipeline._children_stop_on_ctrl_c(), ThreadPoolExecutor(max_workers=1) as pool:
+        with pipeline.children_stop_on_ctrl_c(), ThreadPoolExecutor(max_workers=1) as pool:
             pool.submit(_docker_cli.run_streaming, argv, log_path=log_path, timeout=600.0).result()
     except KeyboardInterrupt:
         return INTERRUPTED_EXIT

@@ -6,7 +6,7 @@ import pytest
 
 from stackmatrix.calibrate import CalibrationData, launch_values, noise_note, render
 from stackmatrix.cli import main
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.stats.power import Calibration
 
 

@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from stackmatrix.check import data as check_data
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "stackmatrix"
 LAYOUT = SRC / "layout.py"
 SUFFIXES = (
@@ -42,24 +44,15 @@ _CHARS = r"[\w.{}*/%-]"
 _NAME = re.compile(rf"(?<!{_CHARS})({_CHARS}*\.(?:{'|'.join(SUFFIXES)}))(?![\w.])")
 _PATH_CALLS = ("joinpath", "glob", "rglob", "with_name", "with_suffix", "with_stem")
 
-_COMPAT = "compat/'s data files, read through check/_data.py: not in the results"
+_COMPAT = "compat/'s data files, read through check/data.py: not in the results"
 _MODEL = "a file of a Hugging Face model directory, the engine's input"
 _CONTEXT = "the docker build context (builder/_docker_context.py), not the results"
 _ENV = "a venv cell's own directory under the work directory, not the results"
 _CACHE = "the static-scan cache under the work directory, not the results"
-_COMPAT_FILES = (
-    "loaders.toml",
-    "cuda_driver.toml",
-    "known_bad.toml",
-    "features.toml",
-    "switches.toml",
-    "system_libs.toml",
-    "nvcc_arch.toml",
-)
 
 NOT_RESULTS: dict[str, dict[str, str]] = {
     "_datadir.py": {"loaders.toml": _COMPAT},
-    "check/_data.py": dict.fromkeys(_COMPAT_FILES, _COMPAT),
+    "check/data.py": dict.fromkeys(check_data.FILES, _COMPAT),
     "check/coverage.py": {"loaders.toml": _COMPAT},
     "check/defaults.py": {"features.toml": _COMPAT, "config.json": _MODEL},
     "check/driver.py": {"cuda_driver.toml": _COMPAT},

@@ -9,7 +9,7 @@ import pytest
 from stackmatrix import metric_registry, spec_model
 from stackmatrix.bench.client import RequestRecord
 from stackmatrix.bench.metrics import round_metrics
-from stackmatrix.report import _fmt
+from stackmatrix.report import fmt as _fmt
 from stackmatrix.stats import verdict as stats
 
 

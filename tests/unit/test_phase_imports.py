@@ -123,3 +123,52 @@ def test_the_reader_counts_function_level_and_type_only_imports(tmp_path: Path) 
         "bench.b -> report.stats",
         "report.stats -> bench.a",
     }
+
+
+def private_imports(src: Path = SRC) -> list[str]:
+    """Imports from one phase package of a private module (`check._data`) or a private
+    name (`from stackmatrix.pipeline.run import _helper`) of another: a coupling to what
+    the other phase may change without notice."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        here = rel.parts[0] if len(rel.parts) > 1 else None
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+                continue
+            parts = node.module.split(".")
+            there = parts[1] if len(parts) > 1 and parts[0] == "stackmatrix" else None
+            if here not in PHASES or there not in PHASES or here == there:
+                continue
+            private = [p for p in parts[2:] if p.startswith("_")]
+            private += [a.name for a in node.names if a.name.startswith("_")]
+            if private:
+                found.append(f"{rel}:{node.lineno} {node.module}: {', '.join(private)}")
+    return found
+
+
+def test_no_phase_imports_another_phase_s_private_parts() -> None:
+    found = private_imports()
+    assert found == [], "make it public where it is, or move it to the shared floor:\n  " + (
+        "\n  ".join(found)
+    )
+
+
+def test_the_private_reader_finds_a_private_module_and_name(tmp_path: Path) -> None:
+    package = tmp_path / "stackmatrix"
+    files = {
+        "__init__.py": "",
+        "explain/__init__.py": "",
+        "explain/a.py": (
+            "from stackmatrix.check._data import rule\nfrom stackmatrix.report.fmt import _x\n"
+            "from stackmatrix.report import fmt as _fmt\nfrom stackmatrix.explain._own import y\n"
+        ),
+    }
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert private_imports(package) == [
+        "explain/a.py:1 stackmatrix.check._data: _data",
+        "explain/a.py:2 stackmatrix.report.fmt: _x",
+    ]

@@ -12,10 +12,10 @@ import pytest
 from stackmatrix.builder import phase as build_phase_mod
 from stackmatrix.builder.base import BuildOutcome
 from stackmatrix.findings import Finding, Severity
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.outcome import Fail
 from stackmatrix.pipeline import RunOptions, bench_phase, build_phase, check_phase, select_cells
 from stackmatrix.plan import PlannedCell
-from stackmatrix.records._read import JSONObject
 from stackmatrix.results import PhaseResult, RunDir
 from stackmatrix.spec_model import Cell
 from stackmatrix.specfile import load_spec

@@ -16,7 +16,7 @@ from typing import Any
 from tests.support.ctrl_c import as_in_a_terminal
 
 from stackmatrix.cli import main
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 CELLS = ("a", "b", "c")
 

@@ -11,6 +11,7 @@ import pytest
 
 from stackmatrix import _nofollow
 from stackmatrix.findings import Finding, Severity
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.records import (
     BenchData,
     BuildData,
@@ -21,7 +22,7 @@ from stackmatrix.records import (
     RunRecord,
     check_verdict,
 )
-from stackmatrix.records._read import JSONObject, plain
+from stackmatrix.records.decode import plain
 from stackmatrix.records.phases import data_problem
 from stackmatrix.results import PhaseResult, Status
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stackmatrix.records._read import JSONObject, decode, problem, written
+from stackmatrix.jsontypes import JSONObject
+from stackmatrix.records.decode import decode, problem, written
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""specfile/_write.py: a typed spec written as TOML reads back as the same spec."""
+"""specfile/write.py: a typed spec written as TOML reads back as the same spec."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from stackmatrix.spec_model import (
     Workload,
 )
 from stackmatrix.specfile import load_spec, parse_spec
-from stackmatrix.specfile._write import dumps
+from stackmatrix.specfile.write import dumps
 
 MATRIX = Path(__file__).resolve().parents[2] / "matrix"
 

@@ -13,10 +13,10 @@ from stackmatrix.bench import metrics
 from stackmatrix.bench.engines import EffectiveConfig, Engine
 from stackmatrix.builder.base import Environment
 from stackmatrix.findings import Finding, Severity
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.metric_registry import DEFAULT_HEADLINE
 from stackmatrix.outcome import Fail, apply
 from stackmatrix.records import BenchData, LaunchRecord, PointInfo, RoundRecord
-from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, Status, now_iso
 from stackmatrix.spec_model import Bench
 

@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

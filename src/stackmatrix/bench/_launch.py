@@ -21,8 +21,8 @@ from stackmatrix.bench._maps import Mapped, server_mapped
 from stackmatrix.bench._steady import FALLBACK_BATCH, SteadyLog, batch_figures, judge
 from stackmatrix.bench.client import ClientOptions, RoundOutcome, run_round
 from stackmatrix.bench.engines import EffectiveConfig, Engine, package_version
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.records import LaunchRecord, PointRun, RoundRecord
-from stackmatrix.records._read import JSONObject
 from stackmatrix.results import now_iso
 from stackmatrix.spec_model import MAX_ROUNDS, Bench, LoadPoint, Workload
 

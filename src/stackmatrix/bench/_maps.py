@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackmatrix.bench.server import group_pids
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 MAX_MAPS_BYTES = 16 << 20  # one process's maps: sglang's are a few hundred KB
 MAX_LIBRARIES = 5000

@@ -13,7 +13,7 @@ from typing import Any, NotRequired, TypedDict
 
 from stackmatrix.bench._sse import ResponseError, StatusError, post_lines
 from stackmatrix.bench.workload import BenchRequest
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 ERROR_TEXT_LIMIT = 300
 _JSON = json.JSONDecoder()

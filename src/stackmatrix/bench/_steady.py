@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from stackmatrix.bench import metrics
 from stackmatrix.bench.client import RequestRecord
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 # A batch's largest TTFT may be this many times the previous batch's median TTFT, plus
 # TTFT_SLACK_S: a single cold request (0.64 s against 0.03 s) is far beyond it, while

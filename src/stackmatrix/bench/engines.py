@@ -17,7 +17,7 @@ from typing import ClassVar
 from stackmatrix import _proc, engine_registry
 from stackmatrix.bench import _http
 from stackmatrix.engine_registry import EngineTraits
-from stackmatrix.records._read import JSONObject, JSONValue
+from stackmatrix.jsontypes import JSONObject, JSONValue
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import shutil
 import socket
 
 from stackmatrix import _proc
-from stackmatrix.records._read import JSONObject, JSONValue
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.results import now_iso
 
 GPU_FIELDS = (

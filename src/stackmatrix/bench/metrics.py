@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from stackmatrix.bench.client import RequestRecord
 from stackmatrix.bench.workload import BenchRequest
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.metric_registry import LATENCY_STATS
-from stackmatrix.records._read import JSONObject
 
 
 def percentile(values: Sequence[float], q: float) -> float:

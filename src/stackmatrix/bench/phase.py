@@ -32,9 +32,9 @@ from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
 from stackmatrix.builder.base import Environment
 from stackmatrix.errors import SpecError, Unreadable
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.outcome import Fail, Skip, apply, record
 from stackmatrix.records import BenchData, check_verdict
-from stackmatrix.records._read import JSONObject
 from stackmatrix.results import CellDir, PhaseResult, PhaseRun, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, Spec
 

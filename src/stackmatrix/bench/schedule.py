@@ -30,7 +30,7 @@ from pathlib import Path
 
 from stackmatrix import _nofollow
 from stackmatrix.errors import Unreadable
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.spec_names import ORDERS
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
 from stackmatrix.builder.backends import Backend, get_backend
 from stackmatrix.builder.base import Environment
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackmatrix.errors import SpecError
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -22,7 +22,7 @@ from pathlib import Path
 from stackmatrix import _atomic, _jsonload, _nofollow, layout
 from stackmatrix.bench.tokenizer import PromptTokenizer
 from stackmatrix.errors import SpecError
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.spec_model import Workload
 
 SCHEMA_VERSION = 1

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import _proc
-from stackmatrix.records._read import JSONObject, obj
+from stackmatrix.jsontypes import JSONObject
+from stackmatrix.records.decode import obj
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix.findings import Finding
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.results import Status
 
 

@@ -44,7 +44,7 @@ from stackmatrix.builder._docker_context import (
 )
 from stackmatrix.builder.base import BuildOutcome, Environment, LockEntry
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 

@@ -13,10 +13,10 @@ from stackmatrix._secrets import is_secret_name, redact
 from stackmatrix.builder.backends import get_backend
 from stackmatrix.builder.base import BuildOutcome, Environment
 from stackmatrix.builder.lock import lock_digest
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.outcome import Fail
 from stackmatrix.plan import PlannedCell
 from stackmatrix.records import BuildData
-from stackmatrix.records._read import JSONObject
 from stackmatrix.results import PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Cell, Spec
 

@@ -19,7 +19,7 @@ from fnmatch import fnmatch
 from pathlib import PurePosixPath
 from typing import Any, Literal, NamedTuple
 
-from stackmatrix.check import _data
+from stackmatrix.check import data as _data
 from stackmatrix.check.fatbin import FatbinEntry
 from stackmatrix.findings import Finding, Severity
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.check import _data
+from stackmatrix.check import data as _data
 from stackmatrix.findings import Finding, Severity
 
 CONFIG_LIMIT = 1 << 20  # a model's config.json is a few KB

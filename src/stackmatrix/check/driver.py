@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, assert_never
 
 from stackmatrix import _proc
-from stackmatrix.check import _data
+from stackmatrix.check import data as _data
 from stackmatrix.findings import Finding, Severity
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stackmatrix.check import _data, nvcc
+from stackmatrix.check import data as _data
+from stackmatrix.check import nvcc
 from stackmatrix.check.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from stackmatrix.check import _data
+from stackmatrix.check import data as _data
 from stackmatrix.check.inventory import Inventory
 from stackmatrix.check.libs import DRIVER_LIBS, Closure, cuda_major_of_soname, is_stack_lib
 from stackmatrix.findings import Finding, Severity

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from stackmatrix.check import _data
+from stackmatrix.check import data as _data
 from stackmatrix.check.coverage import Target, parse_target
 from stackmatrix.check.nvcc import JIT_USERS, Nvcc
 from stackmatrix.findings import Finding, Severity

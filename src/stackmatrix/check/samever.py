@@ -9,7 +9,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from stackmatrix.check import _data
+from stackmatrix.check import data as _data
 from stackmatrix.check.inventory import Inventory
 from stackmatrix.findings import Finding, Severity
 

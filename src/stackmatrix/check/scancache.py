@@ -38,7 +38,7 @@ from typing import Any
 
 from stackmatrix import __version__, _atomic, _nofollow
 from stackmatrix.builder.base import Environment
-from stackmatrix.check import _data
+from stackmatrix.check import data as _data
 from stackmatrix.check.inventory import Distribution, Inventory
 from stackmatrix.check.libs import SearchContext
 from stackmatrix.errors import Unreadable

@@ -20,7 +20,7 @@ from typing import Any
 
 from stackmatrix import _atomic, _nofollow, layout
 from stackmatrix.errors import ResultsError
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 SCHEMA = 1
 NOT_OURS = "NOT_OURS"  # a recorded job Slurm does not show as this run's: left alone

@@ -18,7 +18,7 @@ from stackmatrix._lock import results_dir_lock
 from stackmatrix.errors import ResultsError
 from stackmatrix.executor._records import block_name, jobs_dir
 from stackmatrix.pipeline import Progress, RunOptions, select_cells, with_backend
-from stackmatrix.pipeline.run import _children_stop_on_ctrl_c
+from stackmatrix.pipeline.run import children_stop_on_ctrl_c
 from stackmatrix.pipeline.steps import CELL_STEPS
 from stackmatrix.plan import PlannedCell
 from stackmatrix.results import PHASES, PhaseResult, RunDir, now_iso
@@ -58,7 +58,7 @@ def run_block(opts: RunOptions, block: int, progress: Progress) -> None:
     record = _Record(run.path, block)
     record.write("running")
     try:
-        with _children_stop_on_ctrl_c(), results_dir_lock(run.path):
+        with children_stop_on_ctrl_c(), results_dir_lock(run.path):
             results = _phases(run, opts, planned, block, progress)
     except KeyboardInterrupt:
         record.write("interrupted")

@@ -14,8 +14,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from stackmatrix import _jsonload, engine_registry
-from stackmatrix.check import _data
-from stackmatrix.records._read import JSONObject, JSONValue
+from stackmatrix.check import data as _data
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.spec_model import Cell
 

@@ -11,7 +11,7 @@ from stackmatrix.explain.context import ExplainContext
 from stackmatrix.explain.derive import Change, Derived
 from stackmatrix.explain.search import Effect, SearchResult
 from stackmatrix.explain.text import sentences, slo_sentence
-from stackmatrix.records._read import JSONObject, JSONValue
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.model import ColdStart
 

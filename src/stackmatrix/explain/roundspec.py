@@ -16,7 +16,7 @@ from stackmatrix.errors import SpecError
 from stackmatrix.explain.context import ExplainContext
 from stackmatrix.explain.derive import Change, pin_names
 from stackmatrix.spec_model import Bench, Cell, ReportPolicy, Spec
-from stackmatrix.specfile._write import dumps
+from stackmatrix.specfile.write import dumps
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._~=+,-]+")
 

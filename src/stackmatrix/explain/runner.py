@@ -29,7 +29,7 @@ from stackmatrix.report.matrix import MatrixReport
 from stackmatrix.report.model import ColdStart, build_model, cold_first_launches
 from stackmatrix.results import PHASES, Status
 from stackmatrix.spec_model import Spec
-from stackmatrix.specfile._write import dumps
+from stackmatrix.specfile.write import dumps
 
 log = logging.getLogger(__name__)
 EXPLANATION_FILE = layout.EXPLANATION_JSON

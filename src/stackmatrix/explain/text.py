@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from stackmatrix.explain.derive import Change
 from stackmatrix.explain.search import Effect, Outcome, SearchResult
-from stackmatrix.report._fmt import metric_label, ratio_text
+from stackmatrix.report.fmt import metric_label, ratio_text
 from stackmatrix.spec_model import SloBound
 from stackmatrix.stats.verdict import Verdict
 

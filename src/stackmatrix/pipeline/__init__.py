@@ -27,7 +27,7 @@ from stackmatrix.pipeline.options import (
     with_backend,
 )
 from stackmatrix.pipeline.phases import build_phase, check_phase, report_phase
-from stackmatrix.pipeline.run import _children_stop_on_ctrl_c, run_pipeline
+from stackmatrix.pipeline.run import children_stop_on_ctrl_c, run_pipeline
 from stackmatrix.pipeline.rundir import (
     history_db,
     open_run_dir,
@@ -42,10 +42,10 @@ __all__ = [
     "Progress",
     "RunOptions",
     "RunSummary",
-    "_children_stop_on_ctrl_c",
     "bench_phase",
     "build_phase",
     "check_phase",
+    "children_stop_on_ctrl_c",
     "default_work_dir",
     "environments",
     "history_db",

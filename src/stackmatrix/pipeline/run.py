@@ -23,7 +23,7 @@ from stackmatrix.results import PHASES, RunDir
 
 
 @contextmanager
-def _children_stop_on_ctrl_c() -> Iterator[None]:
+def children_stop_on_ctrl_c() -> Iterator[None]:
     """Ctrl-C, SIGTERM and SIGHUP stop our children at once, wherever the main thread
     is (even outside a try block), so worker threads waiting on them finish and the run
     can exit."""
@@ -32,7 +32,7 @@ def _children_stop_on_ctrl_c() -> Iterator[None]:
 
 
 def run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
-    with _children_stop_on_ctrl_c():
+    with children_stop_on_ctrl_c():
         return _run_pipeline(opts, progress)
 
 

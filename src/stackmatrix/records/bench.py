@@ -8,16 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from stackmatrix.records._read import (
-    JSONObject,
-    JSONValue,
-    decode,
-    number,
-    numbers,
-    plain,
-    present,
-    written,
-)
+from stackmatrix.jsontypes import JSONObject, JSONValue
+from stackmatrix.records.decode import decode, number, numbers, plain, present, written
 
 # a summary of figures: its values that are numbers are read (`numbers`)
 _NUMBERS = {"read": numbers}

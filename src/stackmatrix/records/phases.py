@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stackmatrix.findings import Severity
-from stackmatrix.records._read import JSONObject, JSONValue, decode, problem, written
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.records.bench import BenchData
+from stackmatrix.records.decode import decode, problem, written
 from stackmatrix.results import PhaseResult
 from stackmatrix.spec_model import MAX_LAUNCHES
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from stackmatrix.records._read import JSONObject, JSONValue, decode, written
+from stackmatrix.jsontypes import JSONObject, JSONValue
+from stackmatrix.records.decode import decode, written
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field, fields
 
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix._validate import Problems
-from stackmatrix.records._read import JSONObject, JSONValue, decode, plain, problem
+from stackmatrix.jsontypes import JSONObject, JSONValue
+from stackmatrix.records.decode import decode, plain, problem
 from stackmatrix.results import RunDir
 from stackmatrix.spec_model import CONFIDENCE_RANGE, MIN_EFFECT_RANGE
 from stackmatrix.specfile.report import parse_slo

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackmatrix.report import _fmt
+from stackmatrix.report import fmt as _fmt
 from stackmatrix.report.frontier import (
     MIN_LAUNCHES,
     CellFrontier,

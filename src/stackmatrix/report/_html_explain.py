@@ -4,8 +4,9 @@ cell against the baseline."""
 
 from __future__ import annotations
 
-from stackmatrix.records._read import JSONObject, JSONValue
-from stackmatrix.report import _fmt, _svg
+from stackmatrix.jsontypes import JSONObject, JSONValue
+from stackmatrix.report import _svg
+from stackmatrix.report import fmt as _fmt
 from stackmatrix.report._html import TONE, esc
 from stackmatrix.report.matrix import MatrixReport
 

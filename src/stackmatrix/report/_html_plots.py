@@ -3,7 +3,8 @@ an effect of the position in a cycle shows at a glance), and the load points."""
 
 from __future__ import annotations
 
-from stackmatrix.report import _fmt, _frontier_text, _svg, _timeline
+from stackmatrix.report import _frontier_text, _svg, _timeline
+from stackmatrix.report import fmt as _fmt
 from stackmatrix.report._html import TONE, esc, html_table
 from stackmatrix.report._svg_frontier import Curve, Line, Mark, frontier_plot
 from stackmatrix.report.frontier import CellFrontier, FrontierPoint, per_gpu

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import TypeGuard
 
-from stackmatrix.report._fmt import number
+from stackmatrix.report.fmt import number
 
 _ROW = 34
 _LEFT = 150

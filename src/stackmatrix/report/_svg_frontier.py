@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from stackmatrix.report._fmt import number
 from stackmatrix.report._svg import (
     AXIS_NOTE,
     LEGEND_ROW,
@@ -26,6 +25,7 @@ from stackmatrix.report._svg import (
     ty,
     xy_axes,
 )
+from stackmatrix.report.fmt import number
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ say which one moves it.
 
 from __future__ import annotations
 
-from stackmatrix.report import _fmt
+from stackmatrix.report import fmt as _fmt
 from stackmatrix.report.config_drift import Difference, Drift
 
 _SHOWN = 60

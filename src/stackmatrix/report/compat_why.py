@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stackmatrix.check.relevance import is_latent
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 _DECIDED_BY = {"incompatible": Severity.FAIL, "warnings": Severity.WARN}
 _ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2}

@@ -24,7 +24,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.report.compat_data import integer, load_toml, strings, table, tables
 from stackmatrix.report.facts import CellFacts, Fact, package_key, text
 

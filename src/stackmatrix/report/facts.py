@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 
 from stackmatrix._secrets import is_secret_name, is_secret_value
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.report.load import CellResults
 from stackmatrix.report.logfacts import LogPattern, read_facts
 

@@ -14,9 +14,10 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.metric_registry import OUTPUT_THROUGHPUT
 from stackmatrix.records import PointInfo
-from stackmatrix.records._read import JSONObject, integer
+from stackmatrix.records.decode import integer
 from stackmatrix.report.compare import judged
 from stackmatrix.report.latency import LatencyRow, latency_row
 from stackmatrix.report.load import CellResults, RunResults

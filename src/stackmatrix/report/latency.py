@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.report.load import CellResults
 
 KINDS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"))

@@ -20,6 +20,7 @@ from stackmatrix import _jsonload, _nofollow, layout
 from stackmatrix._cellid import refuse_unsafe
 from stackmatrix._secrets import redact, redact_spec_text
 from stackmatrix.errors import Unreadable
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.plan import public
 from stackmatrix.records import (
     BenchData,
@@ -31,7 +32,7 @@ from stackmatrix.records import (
     RoundRecord,
     RunRecord,
 )
-from stackmatrix.records._read import JSONObject, problem
+from stackmatrix.records.decode import problem
 from stackmatrix.records.phases import data_problem
 from stackmatrix.records.run import read_run_json
 from stackmatrix.results import (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from stackmatrix.check import relevance
 from stackmatrix.findings import Finding
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.report.load import CellResults
 
 SHOWN = 12

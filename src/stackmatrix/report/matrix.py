@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from stackmatrix import __version__
 from stackmatrix.findings import Finding
-from stackmatrix.records._read import JSONObject, JSONValue, plain
+from stackmatrix.jsontypes import JSONObject, JSONValue
+from stackmatrix.records.decode import plain
 from stackmatrix.report import config_drift as drift_mod
 from stackmatrix.report.compat_why import CompatWhy
 from stackmatrix.report.failures import failure_text

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from stackmatrix import _nofollow, layout
 from stackmatrix.errors import Unreadable
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.records import LaunchRecord, RoundRecord
-from stackmatrix.records._read import JSONObject
 from stackmatrix.report.load import CellResults
 
 

@@ -10,7 +10,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from stackmatrix.records._read import JSONObject, plain
+from stackmatrix.jsontypes import JSONObject
+from stackmatrix.records.decode import plain
 from stackmatrix.report.load import CellResults
 from stackmatrix.results import Status
 from stackmatrix.stats.tdist import t_ppf

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from stackmatrix import _sanitize, layout
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.report import _fmt, _svg
+from stackmatrix.report import _svg
+from stackmatrix.report import fmt as _fmt
 from stackmatrix.report._html import (
     COMPAT_TONE,
     CSS,

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 
 from stackmatrix import _sanitize
 from stackmatrix.findings import Finding, Severity
-from stackmatrix.report import _fmt, _frontier_text
+from stackmatrix.report import _frontier_text
+from stackmatrix.report import fmt as _fmt
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import CellReport, MatrixReport

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from stackmatrix.records import LaunchRecord, RoundRecord
-from stackmatrix.records._read import real
+from stackmatrix.records.decode import real
 from stackmatrix.report.load import CellResults, read_requests
 from stackmatrix.spec_model import SloBound
 

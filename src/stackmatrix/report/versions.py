@@ -16,7 +16,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from stackmatrix.records._read import objs
+from stackmatrix.records.decode import objs
 from stackmatrix.report.load import CellResults
 
 # Distributions whose import name is not their name with "-" as "_"

@@ -35,11 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
+from stackmatrix.jsontypes import JSONObject
 from stackmatrix.metric_registry import DEFAULT_HEADLINE
 
 # a metric's direction is the registry's; the name stays importable from here
 from stackmatrix.metric_registry import higher_is_better as higher_is_better
-from stackmatrix.records._read import JSONObject
 from stackmatrix.stats import sequential
 from stackmatrix.stats.estimate import (
     Blocks,

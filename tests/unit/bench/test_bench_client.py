@@ -22,7 +22,7 @@ from aiohttp import web
 
 from stackmatrix.bench.client import ClientOptions, RequestRecord, RoundOutcome, run_round_async
 from stackmatrix.bench.workload import BenchRequest
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 GAP = 0.02
 FIRST = 0.05

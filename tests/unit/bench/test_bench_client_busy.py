@@ -7,8 +7,8 @@ from pathlib import Path
 
 from stackmatrix.bench import _cell, _launch
 from stackmatrix.bench.client import RoundOutcome
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.records import LaunchRecord
-from stackmatrix.records._read import JSONObject, JSONValue
 from stackmatrix.results import CellDir, PhaseRun
 
 

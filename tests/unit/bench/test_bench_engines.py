@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from stackmatrix.bench.engines import args_to_flat, flatten, get_engine
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 
 def test_launch_argv_per_engine():

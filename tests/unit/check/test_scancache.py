@@ -16,8 +16,9 @@ import pytest
 from stackmatrix import _proc
 from stackmatrix._datadir import ENV_VAR
 from stackmatrix.builder.base import Environment
-from stackmatrix.check import _data, scancache
+from stackmatrix.check import data as _data
 from stackmatrix.check import environment as env_check
+from stackmatrix.check import scancache
 from stackmatrix.check.phase import CheckOutcome, check_environment
 from stackmatrix.check.scancache import ScanCache
 

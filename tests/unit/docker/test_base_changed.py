@@ -6,7 +6,7 @@ import pytest
 
 from stackmatrix.builder import _docker_cli
 from stackmatrix.builder._docker_cli import ImageInfo
-from stackmatrix.records._read import JSONObject
+from stackmatrix.jsontypes import JSONObject
 
 BASE = "stackmatrix-local/nvidia/cuda:13.0.1-pypi-devel-bookworm"
 

@@ -17,7 +17,7 @@ from stackmatrix import _nofollow
 from stackmatrix.cli import main
 from stackmatrix.errors import Unreadable
 from stackmatrix.records import PlanRecord, RunRecord
-from stackmatrix.records._read import problem
+from stackmatrix.records.decode import problem
 from stackmatrix.records.phases import data_problem
 from stackmatrix.report import build_report
 

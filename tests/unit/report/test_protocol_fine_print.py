@@ -143,7 +143,7 @@ def test_settings_are_read_only_from_measured_launches_logs(tmp_path: Path) -> N
 def test_the_rounds_column_gives_the_rounds_run() -> None:
     from types import SimpleNamespace
 
-    from stackmatrix.report._fmt import shape_text
+    from stackmatrix.report.fmt import shape_text
 
     def launch(n: int) -> SimpleNamespace:
         return SimpleNamespace(rounds=(1.0,) * n)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stackmatrix.records._read import JSONObject, JSONValue
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.report import build_report
-from stackmatrix.report._fmt import distinct_facts, facts_text
+from stackmatrix.report.fmt import distinct_facts, facts_text
 
 from ._results import bench_data, phase, run_dir, write
 

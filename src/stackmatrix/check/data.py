@@ -10,7 +10,7 @@ from typing import Any
 from stackmatrix._datadir import ENV_VAR, compat_dir
 from stackmatrix.errors import StackmatrixError
 
-_FILES = (
+FILES = (  # the check's data files in compat/
     "loaders.toml",
     "cuda_driver.toml",
     "known_bad.toml",
@@ -36,7 +36,7 @@ def data_dir() -> Path:
 @functools.cache
 def load(name: str) -> dict[str, Any]:
     """One data file, parsed (cached per process)."""
-    if name not in _FILES:
+    if name not in FILES:
         raise ValueError(f"unknown compat data file {name!r}")
     path = data_dir() / name
     try:

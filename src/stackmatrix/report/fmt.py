@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stackmatrix import metric_registry
-from stackmatrix.records._read import JSONObject, JSONValue
+from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.latency import KINDS, SMALL_P999, LatencyRow, Percentiles
 from stackmatrix.stats.verdict import Comparison, Interval

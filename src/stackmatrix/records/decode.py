@@ -11,7 +11,6 @@ from types import UnionType
 from typing import (
     Any,
     Protocol,
-    TypeAlias,
     TypeVar,
     Union,
     cast,
@@ -20,10 +19,7 @@ from typing import (
     runtime_checkable,
 )
 
-# A JSON value as json.loads returns it, and an object of them: what a record reads and
-# writes. Where other modules read a field's values loosely, the field says `Any` itself.
-JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
-JSONObject: TypeAlias = dict[str, JSONValue]
+from stackmatrix.jsontypes import JSONObject, JSONValue
 
 
 @runtime_checkable
