@@ -16,6 +16,7 @@ from stackmatrix.explain.runner import RoundRunner, explain_cell
 from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
 from stackmatrix.spec_model import Spec
 from stackmatrix.specfile import MAX_LAUNCHES
+from stackmatrix.verdict_registry import DIFFERENCES
 
 Progress = Callable[[str, str, str], None]
 
@@ -99,9 +100,7 @@ def explainable_cells(run_dir: Path) -> list[str]:
         raise ResultsError(f"{exc} (run `stackmatrix report` to write it)") from exc
     cells = data.get("cells") if isinstance(data, dict) else None
     return [
-        str(c["id"])
-        for c in cells or []
-        if isinstance(c, dict) and c.get("verdict") in ("slower", "faster")
+        str(c["id"]) for c in cells or [] if isinstance(c, dict) and c.get("verdict") in DIFFERENCES
     ]
 
 

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.stats.verdict import Comparison, Thresholds, Verdict, compare
+from stackmatrix.verdict_registry import traits
 
 T = TypeVar("T")
 Launches = list[list[float]]
@@ -88,7 +89,7 @@ def classify(
     recovered = None
     if gap.ratio is not None and vs_base.ratio is not None and abs(gap.ratio - 1) > 1e-12:
         recovered = (vs_base.ratio - gap.ratio) / (1 - gap.ratio)
-    moved = vs_cand.verdict in (Verdict.FASTER, Verdict.SLOWER)
+    moved = traits(vs_cand.verdict).difference
     # "explains" and "no effect" need equivalence, not an interval that merely
     # contains no change (noisier data would otherwise explain more)
     same_as_base = vs_base.verdict is Verdict.EQUIVALENT

@@ -8,7 +8,7 @@ from stackmatrix.explain.derive import Change
 from stackmatrix.explain.search import Effect, Outcome, SearchResult
 from stackmatrix.report.fmt import metric_label, ratio_text
 from stackmatrix.spec_model import SloBound
-from stackmatrix.stats.verdict import Verdict
+from stackmatrix.verdict_registry import traits
 
 
 def sentences(cell: str, baseline: str, result: SearchResult[Change]) -> list[str]:
@@ -49,7 +49,7 @@ def _cause_sentence(cell: str, baseline: str, gap: str, cause: Effect[Change]) -
             "the gap recovered)."
         )
     base = cause.vs_baseline
-    if base is not None and base.verdict in (Verdict.FASTER, Verdict.SLOWER):
+    if base is not None and traits(base.verdict).difference:
         rest = f"{cell} still differs from {baseline} ({vs_base})"
     else:  # equivalence to the baseline is not shown: an open question, not a difference
         rest = (

@@ -6,16 +6,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from stackmatrix import _sanitize
-from stackmatrix.stats.verdict import Verdict
+from stackmatrix.verdict_registry import VERDICTS
 
-TONE = {
-    Verdict.BASELINE: "base",
-    Verdict.SLOWER: "slower",
-    Verdict.FASTER: "faster",
-    Verdict.EQUIVALENT: "same",
-    Verdict.INCONCLUSIVE: "open",
-    Verdict.NOT_MEASURED: "open",
-}
+TONE = {verdict: traits.tone for verdict, traits in VERDICTS.items()}
 COMPAT_TONE = {"compatible": "faster", "warnings": "open", "incompatible": "slower"}
 TARGET_TONE = {"native": "faster", "ptx": "open", "none": "slower"}
 

@@ -9,7 +9,7 @@ from stackmatrix.report.frontier import CellFrontier
 from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.spec_model import FAIL_ON, SLO_FAIL_ON
 from stackmatrix.specfile import parse_fail_on
-from stackmatrix.stats.verdict import Verdict
+from stackmatrix.verdict_registry import traits
 
 POLICIES = FAIL_ON
 __all__ = ["POLICIES", "failures", "parse_fail_on", "slo_failures"]
@@ -22,7 +22,7 @@ def failures(report: MatrixReport, fail_on: Sequence[str]) -> list[str]:
     for cell in report.cells:
         if "incompatible" in fail_on and cell.compat == "incompatible":
             out.append(f"{cell.id}: incompatible (see its check findings)")
-        if "regression" in fail_on and cell.verdict is Verdict.SLOWER:
+        if "regression" in fail_on and traits(cell.verdict).regression:
             reason = cell.comparison.reason if cell.comparison else ""
             out.append(f"{cell.id}: slower than {report.baseline} on {report.headline}: {reason}")
         if "failed" in fail_on:
@@ -44,7 +44,7 @@ def slo_failures(report: MatrixReport, cell: CellReport) -> list[tuple[str, str]
     if mine is None or base is None or not mine.slo or cell.is_baseline:
         return []
     out: list[tuple[str, str]] = []
-    if mine.goodput is not None and mine.goodput.verdict is Verdict.SLOWER:
+    if mine.goodput is not None and traits(mine.goodput.verdict).regression:
         why = f"slower than {report.baseline} in goodput at the headline load: "
         out.append(("goodput-regression", why + mine.goodput.reason))
     if mine.versus == "lower":

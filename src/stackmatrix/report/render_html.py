@@ -30,7 +30,7 @@ from stackmatrix.report._html_plots import time_order as _time_order
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.matrix import CellReport, MatrixReport
 from stackmatrix.report.render_md import PHASE_KINDS
-from stackmatrix.stats.verdict import Verdict
+from stackmatrix.verdict_registry import traits
 
 
 def render(report: MatrixReport) -> str:
@@ -217,7 +217,7 @@ def _calibration(report: MatrixReport) -> str:
 def _drift_sections(report: MatrixReport) -> str:
     out = []
     for c in report.cells:
-        if c.drift is None or c.verdict not in (Verdict.SLOWER, Verdict.FASTER):
+        if c.drift is None or not traits(c.verdict).difference:
             continue
         tone = TONE[c.verdict]
         rows = _diff_rows(c.drift.unintended, numbered=True)

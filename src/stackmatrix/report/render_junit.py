@@ -12,7 +12,7 @@ from stackmatrix.report import _frontier_text
 from stackmatrix.report.frontier import CellFrontier
 from stackmatrix.report.matrix import CellReport, MatrixReport, PhaseSummary
 from stackmatrix.report.policy import baseline_frontier
-from stackmatrix.stats.verdict import Verdict
+from stackmatrix.verdict_registry import traits
 
 # (outcome, message): outcome is "pass", "failure", "error" or "skipped"
 _Case = tuple[str, str, str]  # (name, outcome, message)
@@ -92,17 +92,11 @@ def _target_case(target: str, state: str) -> _Case:
 def _perf_case(report: MatrixReport, cell: CellReport) -> _Case:
     name = f"perf[{report.headline}]"
     c = cell.comparison
-    match cell.verdict:
-        case Verdict.BASELINE:
-            return (name, "pass", "baseline")
-        case Verdict.SLOWER:
-            return (name, "failure", c.reason if c else "slower")
-        case Verdict.FASTER | Verdict.EQUIVALENT:
-            return (name, "pass", c.reason if c else "")
-        case Verdict.INCONCLUSIVE:
-            return (name, "skipped", f"inconclusive: {c.reason if c else ''}")
-        case Verdict.NOT_MEASURED:
-            return (name, "skipped", "not measured")
+    verdict = cell.verdict
+    outcome = traits(verdict).junit
+    if c is None:  # the baseline, a cell not measured
+        return (name, outcome, verdict.value)
+    return (name, outcome, f"{verdict.value}: {c.reason}" if outcome == "skipped" else c.reason)
 
 
 def _goodput_case(cell: CellReport, mine: CellFrontier) -> _Case:
@@ -113,13 +107,11 @@ def _goodput_case(cell: CellReport, mine: CellFrontier) -> _Case:
         return (name, "pass", "baseline")
     if g is None:
         return (name, "skipped", "goodput at the headline load not measured")
-    match g.verdict:
-        case Verdict.SLOWER:
-            return (name, "failure", f"slower in goodput at the headline load: {g.reason}")
-        case Verdict.INCONCLUSIVE | Verdict.NOT_MEASURED:
-            return (name, "skipped", f"{g.verdict.value}: {g.reason}")
-        case Verdict.FASTER | Verdict.EQUIVALENT | Verdict.BASELINE:
-            return (name, "pass", g.reason)
+    outcome = traits(g.verdict).junit
+    if outcome == "pass":
+        return (name, outcome, g.reason)
+    said = f"{g.verdict.value} in goodput at the headline load" if outcome == "failure" else ""
+    return (name, outcome, f"{said or g.verdict.value}: {g.reason}")
 
 
 def _largest_case(

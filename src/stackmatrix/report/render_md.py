@@ -15,7 +15,7 @@ from stackmatrix.report import fmt as _fmt
 from stackmatrix.report.config_drift import Difference
 from stackmatrix.report.latency import LatencyRow
 from stackmatrix.report.matrix import CellReport, MatrixReport
-from stackmatrix.stats.verdict import Verdict
+from stackmatrix.verdict_registry import traits
 
 _BESIDE = 8  # unintended differences shown next to a verdict; the rest go to details
 _MESSAGE_LINES = 12  # of a multi-line phase message (a server's last log lines)
@@ -132,7 +132,7 @@ def _bench_status(c: CellReport) -> str:
 
 def _verdict_text(c: CellReport) -> str:
     v = c.verdict
-    return f"**{v.value}**" if v in (Verdict.SLOWER, Verdict.FASTER) else v.value
+    return f"**{v.value}**" if traits(v).difference else v.value
 
 
 def _perf_table(report: MatrixReport) -> str:
@@ -291,7 +291,7 @@ def _md_text(value: object) -> str:
 def _drift_sections(report: MatrixReport) -> str:
     out = []
     for c in report.cells:
-        if c.drift is None or c.verdict not in (Verdict.SLOWER, Verdict.FASTER):
+        if c.drift is None or not traits(c.verdict).difference:
             continue
         out.append(_drift_block(report, c))
     return "\n\n".join(out)

@@ -28,7 +28,6 @@ Method (docs/report.md says the same at more length):
 
 from __future__ import annotations
 
-import enum
 import math
 import statistics
 from collections.abc import Sequence
@@ -59,26 +58,16 @@ from stackmatrix.stats.power import detectable_change as detectable_change
 from stackmatrix.stats.power import positive
 from stackmatrix.stats.tdist import t_cdf, t_ppf
 
+# the verdicts and what each means to its readers are the registry's; the name stays
+# importable from here
+from stackmatrix.verdict_registry import Verdict as Verdict
+
 SampleUnit = Literal["launch", "round"]
 Spending = Literal["pocock", "bonferroni"]
 MAX_LAUNCHES_HINT = 200
 # a trend of the ratio undoes a decided verdict only when shown at this level: a check
 # of the model, not a second verdict, so its false alarms stay at 1 in 100
 TREND_CONFIDENCE = 0.99
-
-
-class Verdict(enum.StrEnum):
-    BASELINE = "baseline"
-    FASTER = "faster"
-    SLOWER = "slower"
-    EQUIVALENT = "equivalent"
-    INCONCLUSIVE = "inconclusive"
-    NOT_MEASURED = "not measured"
-
-    @property
-    def decided(self) -> bool:
-        """A verdict more launches would not be asked to change."""
-        return self in (Verdict.FASTER, Verdict.SLOWER, Verdict.EQUIVALENT, Verdict.BASELINE)
 
 
 @dataclass(frozen=True, kw_only=True)

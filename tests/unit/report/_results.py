@@ -136,3 +136,14 @@ def run_dir(
     write(tmp / "plan.json", {"schema_version": 1, "cells": plan})
     (tmp / "spec.toml").write_text(f'name = "cpu-aa"\nbaseline = "{baseline}"\n')
     return tmp
+
+
+def two_equal_cells(path: Path) -> Path:
+    """A results directory of cells a (the baseline) and b, measured alike: three
+    launches each, b equivalent to a."""
+    defs = {c: {"python": "3.11"} for c in ("a", "b")}
+    rd = run_dir(path, cells=list(defs), baseline="a", definitions=defs)
+    for cid in defs:
+        data = bench_data([[10.0, 10.1], [10.2, 10.0], [10.1, 10.1]], config={"port": 1})
+        write(rd / "cells" / cid / "bench.json", phase(cid, "bench", data=data))
+    return rd

@@ -15,7 +15,7 @@ from tests.support.package_copy import changed, copy_package
 from stackmatrix import layout
 from stackmatrix.report import formats
 
-from ._results import bench_data, phase, run_dir, write
+from ._results import two_equal_cells
 
 RENDERER = '''"""matrix.txt: one line per cell, its id and its verdict."""
 
@@ -56,11 +56,7 @@ def test_a_new_report_format_touches_three_files_and_is_written(tmp_path: Path) 
     _perform(copy)
     assert changed(copy) == ["layout.py", "report/formats.py", "report/render_text.py"]
 
-    defs = {c: {"python": "3.11"} for c in ("a", "b")}
-    rd = run_dir(tmp_path / "run", cells=list(defs), baseline="a", definitions=defs)
-    for cid in defs:
-        data = bench_data([[10.0, 10.1], [10.2, 10.0], [10.1, 10.1]], config={"port": 1})
-        write(rd / "cells" / cid / "bench.json", phase(cid, "bench", data=data))
+    rd = two_equal_cells(tmp_path / "run")
     env = {**os.environ, "PYTHONPATH": str(site)}
     argv = [sys.executable, "-m", "stackmatrix", "report", str(rd)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
