@@ -93,8 +93,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     for line in warmup_advice(spec.bench):
         console.info(line)
-    executor = get_executor(getattr(args, "executor", None) or spec.executor.kind)
-    summary = executor(opts, console.progress)
+    kind = getattr(args, "executor", None) or spec.executor.kind
+    summary = get_executor(kind)(opts, console.progress)
     console.info(f"\nresults: {summary.run_dir}")
     for cell, phases in summary.statuses.items():
         console.info(f"  {cell:<20} " + "  ".join(f"{k}={v}" for k, v in phases.items()))
@@ -110,6 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             rounds=spec.report.explain_rounds,
             progress=console.progress,
             only=spec.report.explain_cells,
+            executor=kind,
         )
     md = summary.run_dir / layout.REPORT_MD
     if md.exists():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypedDict
 from stackmatrix import layout
 from stackmatrix.errors import ResultsError, UsageError
 from stackmatrix.jsontypes import JSONValue
-from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
+from stackmatrix.pipeline import RunOptions, default_work_dir
 from stackmatrix.records import BenchData
 from stackmatrix.results import PHASES, RunDir
 from stackmatrix.specfile import MAX_LAUNCHES, load_spec
@@ -59,7 +59,10 @@ def calibrate_main(args: argparse.Namespace) -> int:
         order="sequential",
         argv=tuple(sys.argv),
     )
-    summary = run_pipeline(opts, Console().progress)
+    from stackmatrix.executor import get_executor  # a run's own executor, as `run` takes
+
+    kind = getattr(args, "executor", None) or spec.executor.kind
+    summary = get_executor(kind)(opts, Console().progress)
     cell_dir = RunDir(summary.run_dir).cell(cell)
     bench = cell_dir.read("bench")
     metric = spec.report.headline

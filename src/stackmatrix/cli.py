@@ -146,19 +146,24 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         _run_args(sp)
         sp.set_defaults(func=_commands.cmd_run, phases=ALL_PHASES if name == "run" else (name,))
         if name == "run":
-            sp.add_argument(
-                "--executor",
-                choices=EXECUTORS,
-                default=None,
-                help="where the launches run: this host, or Slurm jobs (default: the "
-                "spec's [executor] kind, else local)",
-            )
+            _executor_arg(sp, "the launches")
 
     _add_report(sub)
 
     _optional_commands(sub)
     _add_block(sub)
     return p
+
+
+def _executor_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--executor`, for every command that measures: run, calibrate, explain."""
+    parser.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default=None,
+        help=f"where {what} run: this host, or Slurm jobs (default: the spec's "
+        "[executor] kind, else local)",
+    )
 
 
 def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -286,6 +291,7 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     cal = sub.add_parser("calibrate", help="A/A noise calibration of one cell")
     _run_args(cal)
     cal.add_argument("--launches", type=int, default=5)
+    _executor_arg(cal, "its launches")
     cal.set_defaults(func=_commands.cmd_calibrate)
 
     ex = sub.add_parser("explain", help="measure which difference causes a cell's verdict")
@@ -303,6 +309,7 @@ def _optional_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     ex.add_argument("--plan", action="store_true", help=plan_help)
     rejudge_help = "judge the rounds kept under RUN/explain/ again; measure nothing"
     ex.add_argument("--rejudge", action="store_true", help=rejudge_help)
+    _executor_arg(ex, "the rounds' launches")
     ex.set_defaults(func=_commands.cmd_explain)
 
     mg = sub.add_parser("merge", help="merge per-cell results directories into one report")

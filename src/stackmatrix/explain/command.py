@@ -13,7 +13,7 @@ from stackmatrix.errors import ResultsError, StackmatrixError, Unreadable
 from stackmatrix.explain.plan import plan_lines
 from stackmatrix.explain.roundspec import check
 from stackmatrix.explain.runner import RoundRunner, explain_cell
-from stackmatrix.pipeline import RunOptions, default_work_dir, run_pipeline
+from stackmatrix.pipeline import RunOptions, default_work_dir
 from stackmatrix.spec_model import Spec
 from stackmatrix.specfile import MAX_LAUNCHES
 from stackmatrix.verdict_registry import DIFFERENCES
@@ -23,8 +23,13 @@ Progress = Callable[[str, str, str], None]
 MATRIX_LIMIT = 64 << 20  # a matrix.json of the 1000-cell limit is a few MiB
 
 
-def round_runner(work_dir: Path, jobs: int, progress: Progress) -> RoundRunner:
-    """Each round is an ordinary run of its derived spec (resumable like any run)."""
+def round_runner(
+    work_dir: Path, jobs: int, progress: Progress, executor: str | None = None
+) -> RoundRunner:
+    """Each round is an ordinary run of its derived spec (resumable like any run),
+    through the executor a run takes: `executor` (`--executor`), else the spec's
+    `[executor] kind`."""
+    from stackmatrix.executor import get_executor
 
     def run_round(spec: Spec, output: Path) -> None:
         check(spec)  # every rule of a spec file holds for the derived one
@@ -36,14 +41,15 @@ def round_runner(work_dir: Path, jobs: int, progress: Progress) -> RoundRunner:
             jobs=jobs,
             resume=True,
         )
-        run_pipeline(opts, progress)
+        get_executor(executor or spec.executor.kind)(opts, progress)
 
     return run_round
 
 
 def explain_main(args: argparse.Namespace, progress: Progress) -> int:
     _check_counts(args)
-    runner = round_runner(args.work_dir or default_work_dir(), args.jobs, progress)
+    work_dir = args.work_dir or default_work_dir()
+    runner = round_runner(work_dir, args.jobs, progress, args.executor)
     cells = list(args.cell) or explainable_cells(args.results)
     if not cells:
         print(f"{args.results}: no cell is slower or faster than the baseline; nothing to explain")
@@ -113,12 +119,13 @@ def explain_after_run(
     progress: Progress,
     cells: Sequence[str] = (),
     only: Sequence[str] = (),
+    executor: str | None = None,
 ) -> list[Path]:
     """`[report] explain = true`: explain every slower or faster cell (of `only`, when
     given: `explain_cells`; `cells` names them outright), then re-render. A cell
     whose explanation fails is said in the report (its explanation.json) and on stderr;
     the run's own results and status stand."""
-    runner = round_runner(work_dir, jobs, progress)
+    runner = round_runner(work_dir, jobs, progress, executor)
     done: list[Path] = []
     tried = list(cells) or [c for c in explainable_cells(run_dir) if not only or c in only]
     if not tried:

@@ -61,6 +61,7 @@ def derived_spec(
         cells=tuple(cells),
         bench=_bench(ctx, run.bench or Bench()),
         report=report,
+        executor=run.executor,  # the rounds run where the run ran (Slurm's settings too)
     )
 
 

@@ -208,7 +208,9 @@ def test_after_a_run_a_failed_explanation_does_not_end_the_run(
         seed=7,
     )
 
-    def failing_runner(work_dir: Path, jobs: int, progress: object) -> object:
+    def failing_runner(
+        work_dir: Path, jobs: int, progress: object, executor: str | None = None
+    ) -> object:
         def run_round(spec: Spec, output: Path) -> None:
             from stackmatrix.errors import StackmatrixError
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from tests.support.synthetic import story_cells, write_run
 
+import stackmatrix.pipeline
 from stackmatrix.errors import SpecError
 from stackmatrix.explain.context import ExplainContext, prepare
 from stackmatrix.explain.derive import Change
@@ -104,7 +105,8 @@ def test_the_round_s_run_gets_the_typed_spec_its_file_reads_back_as(
         given.append(opts.spec)
         raise SpecError("stop", ["after the spec"])
 
-    monkeypatch.setattr(command, "run_pipeline", pipeline)
+    # a round runs through the local executor the registry names: the pipeline
+    monkeypatch.setattr(stackmatrix.pipeline, "run_pipeline", pipeline)
     runner = command.round_runner(tmp_path / "w", 1, lambda *a: None)
     with pytest.raises(SpecError):
         explain_cell(run, "cu130", run_round=runner)
