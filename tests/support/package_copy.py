@@ -27,3 +27,10 @@ def changed(after: Path, before: Path = PACKAGE) -> list[str]:
         if not old.exists() or not filecmp.cmp(old, path, shallow=False):
             out.append(str(rel))
     return out
+
+
+def insert_after(path: Path, anchor: str, text: str) -> None:
+    """`text` written into `path` right after `anchor`, which must be there once."""
+    old = path.read_text()
+    assert old.count(anchor) == 1, f"{path}: {anchor!r}"
+    path.write_text(old.replace(anchor, anchor + text))
