@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import filecmp
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import stackmatrix
@@ -34,3 +35,12 @@ def insert_after(path: Path, anchor: str, text: str) -> None:
     old = path.read_text()
     assert old.count(anchor) == 1, f"{path}: {anchor!r}"
     path.write_text(old.replace(anchor, anchor + text))
+
+
+def perform_in_copy(site: Path, perform: Callable[[Path], None], files: list[str]) -> Path:
+    """SITE/stackmatrix, a copy of the package with a recipe performed in it, which
+    changed exactly `files` (relative to the package, sorted)."""
+    copy = copy_package(site)
+    perform(copy)
+    assert changed(copy) == files
+    return copy

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.support.package_copy import changed, copy_package
+from tests.support.package_copy import perform_in_copy
 
 pytestmark = pytest.mark.integration
 
@@ -90,9 +90,7 @@ def _perform(copy: Path) -> None:
 
 def test_a_new_engine_touches_two_files_and_is_benched(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    copy = copy_package(site)
-    _perform(copy)
-    assert changed(copy) == ["bench/engines.py", "engine_registry.py"]
+    perform_in_copy(site, _perform, ["bench/engines.py", "engine_registry.py"])
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
     env = {**os.environ, "PYTHONPATH": str(site)}

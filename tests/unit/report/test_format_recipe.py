@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.package_copy import changed, copy_package
+from tests.support.package_copy import perform_in_copy
 
 from stackmatrix import layout
 from stackmatrix.report import formats
@@ -52,9 +52,7 @@ def _perform(copy: Path) -> None:
 def test_a_new_report_format_touches_three_files_and_is_written(tmp_path: Path) -> None:
     assert [f.key for f in formats.FORMATS] == list(layout.REPORT_FILES)
     site = tmp_path / "site"
-    copy = copy_package(site)
-    _perform(copy)
-    assert changed(copy) == ["layout.py", "report/formats.py", "report/render_text.py"]
+    perform_in_copy(site, _perform, ["layout.py", "report/formats.py", "report/render_text.py"])
 
     rd = two_equal_cells(tmp_path / "run")
     env = {**os.environ, "PYTHONPATH": str(site)}

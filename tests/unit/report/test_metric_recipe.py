@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.package_copy import changed, copy_package, insert_after
+from tests.support.package_copy import insert_after, perform_in_copy
 
 from ._results import two_equal_cells
 
@@ -53,9 +53,7 @@ def _with_prompt_speed(rd: Path, cell: str, speed: float) -> None:
 
 def test_a_new_metric_touches_two_files_and_is_a_headline_judged_its_way(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    copy = copy_package(site)
-    _perform(copy)
-    assert changed(copy) == ["bench/metrics.py", "metric_registry.py"]
+    perform_in_copy(site, _perform, ["bench/metrics.py", "metric_registry.py"])
     env = {**os.environ, "PYTHONPATH": str(site)}
 
     figure = subprocess.run(

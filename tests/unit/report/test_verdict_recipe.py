@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.package_copy import changed, copy_package
+from tests.support.package_copy import perform_in_copy
 
 from ._results import two_equal_cells
 
@@ -43,9 +43,7 @@ def _perform(copy: Path) -> None:
 
 def test_a_new_verdict_touches_two_files_and_every_output_gives_it(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    copy = copy_package(site)
-    _perform(copy)
-    assert changed(copy) == ["stats/verdict.py", "verdict_registry.py"]
+    perform_in_copy(site, _perform, ["stats/verdict.py", "verdict_registry.py"])
 
     rd = two_equal_cells(tmp_path / "run")
     env = {**os.environ, "PYTHONPATH": str(site)}
