@@ -5,7 +5,7 @@
 
 Figures: modules and their lines (the largest, those over 400 lines), functions (median
 length, those over 60 lines), `dict[str, Any]` annotations, import cycles between
-modules, and the files that spell each engine and backend name as a string literal.
+modules, and the files that spell each backend name as a string literal.
 The import graph is built with `ast` from every import that runs, at module level or
 inside a function; imports under `if TYPE_CHECKING:` never run and are left out, and
 importing a submodule is not counted as importing its package's `__init__`. A cycle
@@ -38,7 +38,6 @@ END = "<!-- code-metrics:end -->"
 MODULE_LIMIT = 400  # lines
 FUNCTION_LIMIT = 60  # lines
 # the vocabularies whose names are counted, as named in spec_names.py
-VOCABULARIES = ("ENGINES", "BACKENDS")
 
 
 @dataclass
@@ -218,17 +217,22 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def vocabularies(modules: list[Module]) -> dict[str, tuple[str, ...]]:
-    """ENGINES and BACKENDS as spec_names.py defines them."""
+    """The backends' names, as backend_registry.py's entries give them (the first
+    argument of each `BackendEntry`); the engines' are not counted (engine_registry.py
+    and the adapters of bench/engines.py are where an engine's name belongs)."""
     found: dict[str, tuple[str, ...]] = {}
     for module in modules:
-        if module.path != "spec_names.py":
+        if module.path != "backend_registry.py":
             continue
-        for node in ast.walk(module.tree):
-            if isinstance(node, ast.AnnAssign | ast.Assign) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if isinstance(target, ast.Name) and target.id in VOCABULARIES:
-                        found[target.id] = tuple(ast.literal_eval(node.value))
+        found["BACKENDS"] = tuple(
+            node.args[0].value
+            for node in ast.walk(module.tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "BackendEntry"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        )
     return found
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from stackmatrix.backend_registry import DEFAULT_BACKEND
 from stackmatrix.engine_registry import DEFAULT_ENGINE, NAMES
 from stackmatrix.metric_registry import DEFAULT_HEADLINE, HEADLINES
 
@@ -22,7 +23,7 @@ from stackmatrix.spec_names import SLO_KEYS as SLO_KEYS
 # what a headline, a load point's metric or --headline may name
 METRICS: tuple[str, ...] = HEADLINES
 
-Backend = Literal["venv", "current", "docker"]
+Backend = str  # one of backend_registry.NAMES (the spec's parser holds it to them)
 ENGINES: tuple[str, ...] = NAMES  # the engines' names are their registry's
 # an engine's name: one of engine_registry.NAMES (the spec's parser holds it to them),
 # not respelled as a Literal here, so a new engine is its registry entry and adapter
@@ -44,7 +45,7 @@ class Cell:
     id: str
     python: str = "3.11"
     cuda: str | None = None  # "12.8", "13.0"; None for a CPU-only stack
-    backend: Backend = "venv"
+    backend: Backend = DEFAULT_BACKEND
     base_image: str | None = None
     pins: tuple[str, ...] = ()
     index_url: str | None = None

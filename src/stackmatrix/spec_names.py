@@ -7,9 +7,10 @@ faster.
 
 from __future__ import annotations
 
-from stackmatrix import executor_registry
+from stackmatrix import backend_registry, executor_registry
 
-BACKENDS: tuple[str, ...] = ("venv", "current", "docker")
+# the backends a cell may name: their registry's names
+BACKENDS: tuple[str, ...] = backend_registry.NAMES
 # (the engines' names are their registry's, engine_registry.NAMES: spec_model.ENGINES)
 # bench.workload.prompt_form: prompts sent as text (the server tokenizes them) or as the
 # client tokenizer's ids, exactly input_len of them

@@ -151,20 +151,19 @@ def test_names_loose_objects_and_long_functions_are_counted(tmp_path: Path) -> N
     package = _tree(
         tmp_path,
         {
-            "spec_names.py": 'ENGINES: tuple[str, ...] = ("fast", "slow")\nBACKENDS = ("box",)\n',
+            "backend_registry.py": 'R = (BackendEntry("box", "m:X"), BackendEntry("bag", "m:Y"))\n',
             "m.py": (
                 "from typing import Any\n"
                 "def pick(name: str, o: dict[str, Any]) -> dict[str, Any]:\n"
-                '    """fast and slow"""\n'
-                '    return o if name == "fast" else {}\n'
+                '    """box and bag"""\n'
+                '    return o if name == "box" else {}\n'
                 f"def long() -> None:\n{body}"
             ),
         },
     )
     figures = _figures(package)
     assert figures["names"] == {
-        "backends": {"box": ["spec_names.py"]},
-        "engines": {"fast": ["m.py", "spec_names.py"], "slow": ["spec_names.py"]},
+        "backends": {"bag": ["backend_registry.py"], "box": ["backend_registry.py", "m.py"]},
     }
     assert figures["dict_str_any"] == 2
     assert figures["functions_over_60"] == [{"function": "m.py:long", "lines": 61}]

@@ -5,8 +5,9 @@ A backend makes a cell's environment exist and says how to run things in it: `bu
 Python for a job on this host (`python_command`), the command that runs an engine's
 server in it (`server_command`) and the cleanup that command needs (`cleanup`). The
 pipeline, the bench and the leftover reaper ask `get_backend(name)`; none of them
-branches on a backend's name. A new backend is a class here and a name in
-spec_model.BACKENDS.
+branches on a backend's name. Each backend is its entry in backend_registry.py (its
+name, the class that is it, the cell settings only it reads) and its class: the three
+here, or one in a module of its own (`tests/unit/test_backend_recipe.py`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, cast
 
+from stackmatrix import backend_registry
 from stackmatrix.builder.base import BuildOutcome, Environment
 from stackmatrix.spec_model import Cell
 
@@ -166,12 +168,17 @@ class DockerBackend(_Backend):
         return {}
 
 
-_ALL: tuple[Backend, ...] = (VenvBackend(), CurrentBackend(), DockerBackend())
-_REGISTRY: dict[str, Backend] = {b.name: b for b in _ALL}
+_MADE: dict[str, Backend] = {}
 
 
 def get_backend(name: str) -> Backend:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"no backend {name!r}; the backends are {', '.join(_REGISTRY)}") from None
+    """The backend `name` (backend_registry.py), its class imported and made at the first
+    ask."""
+    if name not in _MADE:
+        entry = backend_registry.find(name)
+        if entry is None:
+            known = ", ".join(backend_registry.NAMES)
+            raise ValueError(f"no backend {name!r}; the backends are {known}")
+        module, _, cls = entry.target.partition(":")
+        _MADE[name] = cast(Backend, getattr(importlib.import_module(module), cls)())
+    return _MADE[name]

@@ -83,6 +83,6 @@ def with_backend(planned: list[PlannedCell], spec: Spec, backend: str | None) ->
     spec_dir = Path(spec.path).parent
     out = []
     for pc in planned:
-        cell = replace(pc.cell, backend=backend)  # type: ignore[arg-type]
+        cell = replace(pc.cell, backend=backend)
         out.append(replace(pc, cell=cell, content_hash=content_hash(cell, spec_dir)))
     return out

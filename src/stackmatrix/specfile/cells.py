@@ -8,14 +8,16 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, cast
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from stackmatrix import backend_registry
 from stackmatrix._cellid import ID_RE
 from stackmatrix._validate import Problems, join, type_name
-from stackmatrix.spec_model import BACKENDS, Backend, Cell
+from stackmatrix.backend_registry import DEFAULT_BACKEND
+from stackmatrix.spec_model import BACKENDS, Cell
 from stackmatrix.specfile._values import (
     check_bool,
     check_choice,
@@ -330,7 +332,7 @@ def _make_cell(
     cell_id = check_str(v.get("id"), path("id"), p, pattern=ID_RE, what="a cell id")
     python = check_str(v.get("python", "3.11"), path("python"), p, _PY_RE, "3.X")
     cuda = check_opt(v, "cuda", path, p, _CUDA_RE, "major.minor, e.g. 12.8")
-    backend = check_choice(v.get("backend", "venv"), path("backend"), BACKENDS, p)
+    backend = check_choice(v.get("backend", DEFAULT_BACKEND), path("backend"), BACKENDS, p)
     base_image = check_opt(v, "base_image", path, p)
     pins = tuple(check_pins(v.get("pins", []), path("pins"), p))
     index_url = check_url(v.get("index_url"), path("index_url"), p)
@@ -358,14 +360,14 @@ def _make_cell(
     if len(p.items) != before:
         return None
     # without a problem, only the fields a cell may leave out are None (the others have
-    # a default); the backend is one of BACKENDS, the Backend names
+    # a default); the backend is one of BACKENDS, its registry's names
     if cell_id is None or python is None or backend not in BACKENDS or gpus is None:
         return None
     return Cell(
         id=cell_id,
         python=python,
         cuda=cuda,
-        backend=cast(Backend, backend),
+        backend=backend,
         base_image=base_image,
         pins=pins,
         index_url=index_url,
@@ -385,15 +387,15 @@ def _make_cell(
     )
 
 
-_LAYER_FLAGS = ("offline", "no_deps")
 _INHERIT_RE = re.compile(r"^(current|/[^\x00]*)$")
 
 
 def _check_layering(kwargs: Mapping[str, object], path: Callable[[str], str], p: Problems) -> None:
     backend = kwargs.get("backend")
-    for flag in ("inherit", *_LAYER_FLAGS):
-        if kwargs.get(flag) and backend not in (None, "venv"):
-            p.add(path(flag), f"applies to the venv backend only, not {backend!r}")
+    for flag in (key for entry in backend_registry.BACKENDS for key in entry.cell_keys):
+        owner = backend_registry.owner_of(flag)
+        if kwargs.get(flag) and backend is not None and backend != owner:
+            p.add(path(flag), f"applies to the {owner} backend only, not {backend!r}")
     if kwargs.get("offline") and not kwargs.get("find_links") and kwargs.get("pins"):
         p.add(
             path("offline"),
