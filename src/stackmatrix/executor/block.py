@@ -17,7 +17,7 @@ from stackmatrix import _atomic, layout
 from stackmatrix._lock import results_dir_lock
 from stackmatrix.errors import ResultsError
 from stackmatrix.executor._records import block_name, jobs_dir
-from stackmatrix.pipeline import Progress, RunOptions, select_cells, with_backend
+from stackmatrix.pipeline import Progress, RunOptions, planned_cells
 from stackmatrix.pipeline.run import children_stop_on_ctrl_c
 from stackmatrix.pipeline.steps import CELL_STEPS
 from stackmatrix.plan import PlannedCell
@@ -54,7 +54,7 @@ def run_block(opts: RunOptions, block: int, progress: Progress) -> None:
     run = RunDir(opts.output)
     if not (run.path / layout.RUN_JSON).is_file() or run.path.is_symlink():
         raise ResultsError(f"{run.path} is not a results directory this run prepared")
-    planned = with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)
+    planned = planned_cells(opts)
     record = _Record(run.path, block)
     record.write("running")
     try:

@@ -36,27 +36,23 @@ from stackmatrix.pipeline import (
     RunOptions,
     RunSummary,
     open_run_dir,
-    select_cells,
-    with_backend,
-    write_run_files,
+    planned_cells,
+    prepare_run,
 )
 from stackmatrix.pipeline.phases import report_phase
 from stackmatrix.pipeline.rundir import mark_finished
 from stackmatrix.pipeline.runner import reusable
 from stackmatrix.plan import PlannedCell
-from stackmatrix.results import PHASES, RunDir, now_iso
+from stackmatrix.results import RunDir, now_iso
 
 
 def run_slurm(opts: RunOptions, progress: Progress) -> RunSummary:
     _slurmctl.require("sbatch")
-    planned = with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)
+    planned = planned_cells(opts)
     run = open_run_dir(opts)
     ids = [pc.cell.id for pc in planned]
     with results_dir_lock(run.path):
-        run.check_layout(ids, [p for p in PHASES if p in opts.phases])
-        for cid in ids:
-            run.cell(cid).read_to_resume("bench")
-        write_run_files(run, opts, planned)
+        prepare_run(run, opts, planned)
     progress("run", "-", f"results in {run.path}")
     with results_dir_lock(jobs_dir(run.path)):  # one submitting process per run
         _Submitter(run=run, opts=opts, planned=planned, progress=progress).run()

@@ -23,6 +23,7 @@ from stackmatrix.pipeline.options import (
     RunOptions,
     RunSummary,
     default_work_dir,
+    planned_cells,
     select_cells,
     with_backend,
 )
@@ -31,6 +32,7 @@ from stackmatrix.pipeline.run import children_stop_on_ctrl_c, run_pipeline
 from stackmatrix.pipeline.rundir import (
     history_db,
     open_run_dir,
+    prepare_run,
     run_identity,
     spec_digest,
     write_run_files,
@@ -50,6 +52,8 @@ __all__ = [
     "environments",
     "history_db",
     "open_run_dir",
+    "planned_cells",
+    "prepare_run",
     "report_phase",
     "run_identity",
     "run_pipeline",

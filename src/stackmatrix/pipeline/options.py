@@ -86,3 +86,9 @@ def with_backend(planned: list[PlannedCell], spec: Spec, backend: str | None) ->
         cell = replace(pc.cell, backend=backend)
         out.append(replace(pc, cell=cell, content_hash=content_hash(cell, spec_dir)))
     return out
+
+
+def planned_cells(opts: RunOptions) -> list[PlannedCell]:
+    """The cells a run of `opts` runs: the spec's (or `--cell`'s), on `--backend` when
+    given; what every executor and a Slurm block start from."""
+    return with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)

@@ -12,11 +12,10 @@ from stackmatrix.pipeline.options import (
     Progress,
     RunOptions,
     RunSummary,
-    select_cells,
-    with_backend,
+    planned_cells,
 )
 from stackmatrix.pipeline.phases import report_phase
-from stackmatrix.pipeline.rundir import mark_finished, open_run_dir, write_run_files
+from stackmatrix.pipeline.rundir import mark_finished, open_run_dir, prepare_run
 from stackmatrix.pipeline.steps import CELL_STEPS
 from stackmatrix.plan import PlannedCell
 from stackmatrix.results import PHASES, RunDir
@@ -37,7 +36,7 @@ def run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
 
 
 def _run_pipeline(opts: RunOptions, progress: Progress) -> RunSummary:
-    planned = with_backend(select_cells(opts.spec, opts.cells), opts.spec, opts.backend)
+    planned = planned_cells(opts)
     run = open_run_dir(opts)
     with results_dir_lock(run.path):
         return _run_locked(run, opts, planned, progress)
@@ -47,11 +46,7 @@ def _run_locked(
     run: RunDir, opts: RunOptions, planned: list[PlannedCell], progress: Progress
 ) -> RunSummary:
     phases = [p for p in PHASES if p in opts.phases]
-    run.check_layout([pc.cell.id for pc in planned], phases)  # before anything is written
-    if "bench" in opts.phases:  # before any work, and before anything is written
-        for pc in planned:
-            run.cell(pc.cell.id).read_to_resume("bench")
-    write_run_files(run, opts, planned)
+    prepare_run(run, opts, planned)
     progress("run", "-", f"results in {run.path}")
     summary = RunSummary(run_dir=run.path, statuses={pc.cell.id: {} for pc in planned})
     for name in phases:

@@ -179,6 +179,20 @@ def run_identity() -> str | None:
     return f"github:{gh}.{os.environ.get('GITHUB_RUN_ATTEMPT', '1')}" if gh else None
 
 
+def prepare_run(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -> None:
+    """What every executor does first, under the results lock: before anything is
+    written, the places the run writes into are what it wrote and a bench.json it
+    cannot read is refused (it may hold measured launches); then run.json, plan.json
+    and spec.toml."""
+    from stackmatrix.results import PHASES
+
+    run.check_layout([pc.cell.id for pc in planned], [p for p in PHASES if p in opts.phases])
+    if "bench" in opts.phases:
+        for pc in planned:
+            run.cell(pc.cell.id).read_to_resume("bench")
+    write_run_files(run, opts, planned)
+
+
 def write_run_files(run: RunDir, opts: RunOptions, planned: list[PlannedCell]) -> None:
     spec_path = Path(opts.spec.path)
     # the spec as run, its secret values hidden: results travel (CI artifacts, merges);
