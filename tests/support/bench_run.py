@@ -13,7 +13,7 @@ from pathlib import Path
 
 from stackmatrix import _signals
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.pipeline import children_stop_on_ctrl_c
 from stackmatrix.results import RunDir
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload

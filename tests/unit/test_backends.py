@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.builder.backends import DockerBackend, get_backend
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.spec_model import BACKENDS
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "stackmatrix"

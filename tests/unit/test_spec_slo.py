@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stackmatrix.bench import phase
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.errors import SpecError, Unreadable, UsageError
 from stackmatrix.plan import make_plan
 from stackmatrix.records import RunRecord

@@ -11,7 +11,7 @@ from stackmatrix import layout
 from stackmatrix._secrets import redact
 from stackmatrix.bench import metrics
 from stackmatrix.bench.engines import EffectiveConfig, Engine
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.jsontypes import JSONObject, JSONValue
 from stackmatrix.metric_registry import DEFAULT_HEADLINE

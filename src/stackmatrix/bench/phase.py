@@ -30,7 +30,7 @@ from stackmatrix.bench._cell import CellState, finish, record_launch
 from stackmatrix.bench._launch import Points, run_launch
 from stackmatrix.bench._warmup import warm_up
 from stackmatrix.bench.engines import Engine, get_engine
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.errors import SpecError, Unreadable
 from stackmatrix.jsontypes import JSONObject
 from stackmatrix.outcome import Fail, Skip, apply, record

@@ -24,7 +24,7 @@ from stackmatrix._secrets import redact_files, redact_known, secret_values
 from stackmatrix.bench import _http, envfacts, leftovers
 from stackmatrix.bench.engines import Engine
 from stackmatrix.builder.backends import Backend, get_backend
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.jsontypes import JSONObject
 
 log = logging.getLogger(__name__)

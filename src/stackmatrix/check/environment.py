@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackmatrix import _proc
 from stackmatrix.builder.backends import get_backend
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import data as _data
 from stackmatrix.check import driver, libs, nvcc, probe, relevance, scancache
 from stackmatrix.check.cudamajor import cell_cuda_findings

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stackmatrix import _proc
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ def _inspect_tree(path: Path, targets: Sequence[str]) -> CheckOutcome:
         return _inspect_dir(path, targets, resolve=False)
     # a venv gets the environment check, which alone needs the import-path query, the
     # driver and the backends: imported here, so a wheel or a directory does not load them
-    from stackmatrix.builder.base import Environment
+    from stackmatrix.built_environment import Environment
     from stackmatrix.check.environment import check_environment
 
     env = Environment(

@@ -27,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackmatrix.builder import jitcache
 from stackmatrix.builder.backends import get_backend
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import libs
 from stackmatrix.check._elffile import ELFFile
 from stackmatrix.check._elftypes import ELFError

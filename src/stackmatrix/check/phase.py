@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackmatrix import __version__
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check.defaults import model_kinds, predictions
 from stackmatrix.check.environment import check_environment
 from stackmatrix.check.inspection import inspect_path

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from stackmatrix import __version__, _atomic, _nofollow
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import data as _data
 from stackmatrix.check.inventory import Distribution, Inventory
 from stackmatrix.check.libs import SearchContext

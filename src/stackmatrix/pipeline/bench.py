@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stackmatrix.builder.backends import get_backend
-from stackmatrix.builder.base import Environment
 from stackmatrix.builder.phase import environments
+from stackmatrix.built_environment import Environment
 from stackmatrix.errors import StackmatrixError, Unreadable
 from stackmatrix.outcome import Fail, Skip, write
 from stackmatrix.pipeline.options import Progress, RunOptions

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stackmatrix.builder.base import Environment
 from stackmatrix.builder.phase import build_cell, environments, still_there
+from stackmatrix.built_environment import Environment
 from stackmatrix.pipeline.options import Progress, RunOptions
 from stackmatrix.pipeline.rundir import history_db
 from stackmatrix.pipeline.runner import bind, describe, digest, in_parallel, reusable, run_phase

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, ReportPolicy, Spec, Workload
 

@@ -13,7 +13,7 @@ import pytest
 
 from stackmatrix.bench import workload
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import INTERNAL_ERROR, RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 

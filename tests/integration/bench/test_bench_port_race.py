@@ -11,7 +11,7 @@ import pytest
 
 from stackmatrix.bench.phase import run_bench_phase
 from stackmatrix.bench.server import BIND_ATTEMPTS
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 

@@ -17,7 +17,7 @@ from tests.support.tokenizer_json import write_tokenizer
 
 from stackmatrix.bench import tokenizer, workload
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.errors import SpecError
 from stackmatrix.results import PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload

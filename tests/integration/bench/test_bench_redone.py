@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.builder.base import Environment
 from stackmatrix.builder.phase import environments
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import PhaseResult, RunDir, Status, now_iso
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 

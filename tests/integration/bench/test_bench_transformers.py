@@ -12,7 +12,7 @@ import pytest
 
 from stackmatrix.bench import metrics, workload
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload
 

@@ -59,7 +59,7 @@ BENCH = """
 import json, sys
 from pathlib import Path
 from stackmatrix.bench.phase import run_bench_phase
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import RunDir
 from stackmatrix.specfile import load_spec
 

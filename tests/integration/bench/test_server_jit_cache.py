@@ -13,7 +13,7 @@ import pytest
 
 from stackmatrix.bench import server
 from stackmatrix.bench.engines import get_engine
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 
 pytestmark = pytest.mark.integration
 FAKE = Path(__file__).with_name("fake_engine.py")

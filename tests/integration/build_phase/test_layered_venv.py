@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.builder import venv
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check.phase import check_environment
 from stackmatrix.spec_model import Cell
 

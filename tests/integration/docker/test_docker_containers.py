@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from stackmatrix.builder import _docker_cli, docker
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 

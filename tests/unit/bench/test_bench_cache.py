@@ -23,7 +23,7 @@ from stackmatrix.bench._steady import SteadyLog
 from stackmatrix.bench.client import ClientOptions, RequestRecord, RoundOutcome, run_round_async
 from stackmatrix.bench.engines import get_engine, post_until_ok
 from stackmatrix.bench.phase import inputs_hash
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.errors import SpecError
 from stackmatrix.records import RoundRecord
 from stackmatrix.report.load import load_run

@@ -7,7 +7,7 @@ from typing import Any
 
 from stackmatrix.bench import envfacts, phase
 from stackmatrix.bench.engines import get_engine
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.findings import Finding, Severity
 from stackmatrix.results import PhaseResult, RunDir, Status
 from stackmatrix.spec_model import Bench, Cell, Spec

@@ -13,7 +13,7 @@ import pytest
 from stackmatrix._secrets import REDACTED
 from stackmatrix.bench import server
 from stackmatrix.bench.engines import get_engine
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 
 API_KEY = "plain-looking-key-7781"  # no credential shape: only its flag says it is secret
 ENV_SECRET = "env-handed-secret-3314"  # noqa: S105 (a test value, handed to the child)

@@ -15,7 +15,7 @@ from stackmatrix.bench._steady import SteadyLog, batch_figures, judge, judge_all
 from stackmatrix.bench.client import ClientOptions, RequestRecord, RoundOutcome
 from stackmatrix.bench.engines import get_engine
 from stackmatrix.bench.phase import inputs_hash
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.records import RoundRecord
 from stackmatrix.results import RunDir
 from stackmatrix.spec_model import Bench, Cell, Spec, Workload

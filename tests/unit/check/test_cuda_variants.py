@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import coverage
 from stackmatrix.check.phase import check_environment
 from stackmatrix.findings import Severity

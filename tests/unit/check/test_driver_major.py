@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check.phase import CheckOutcome, check_environment
 from stackmatrix.findings import Finding, Severity
 

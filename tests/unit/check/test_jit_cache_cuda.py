@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import jitcuda
 from stackmatrix.check.inventory import read_inventory
 from stackmatrix.check.phase import check_environment

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import libs, missinglibs
 from stackmatrix.check.environment import check_environment, userland_of
 from stackmatrix.check.inventory import read_inventory

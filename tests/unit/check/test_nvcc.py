@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import features, nvcc
 from stackmatrix.check.features import feature_findings
 from stackmatrix.check.inventory import read_inventory

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests.support.nvccbin import gcc_nvcc
 
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import nvcc, nvccarch
 from stackmatrix.check.coverage import parse_target
 from stackmatrix.check.phase import check_environment

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.support.nvccbin import gcc_nvcc
 
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import nvcc, nvccheaders
 from stackmatrix.check.phase import check_environment
 from stackmatrix.findings import Severity

@@ -15,7 +15,7 @@ import pytest
 
 from stackmatrix import _proc
 from stackmatrix._datadir import ENV_VAR
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import data as _data
 from stackmatrix.check import environment as env_check
 from stackmatrix.check import scancache

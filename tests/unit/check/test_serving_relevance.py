@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from stackmatrix import engine_registry
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.check import _probe_script, probe, relevance
 from stackmatrix.check.phase import CheckOutcome, check_environment, verdict_of
 from stackmatrix.findings import Finding, Severity

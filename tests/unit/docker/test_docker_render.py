@@ -10,7 +10,7 @@ import pytest
 
 from stackmatrix.builder import _docker_cli, _docker_context, docker
 from stackmatrix.builder._docker_context import ContextError
-from stackmatrix.builder.base import Environment
+from stackmatrix.built_environment import Environment
 from stackmatrix.results import Status
 from stackmatrix.spec_model import Cell
 from stackmatrix.specfile import load_spec
