@@ -182,3 +182,17 @@ def test_update_docs_rewrites_only_the_block(
     assert module.update_docs("| new |\n", doc) is True
     assert doc.read_text(encoding="utf-8") == f"# Map\n\n{BEGIN}\n| new |\n{END}\n\nafter\n"
     assert module.update_docs("| new |\n", doc) is False
+
+
+def test_every_recipe_names_the_test_that_performs_it() -> None:
+    """Each "a new thing" of the map is performed by a test it names, and that test
+    copies the package to perform it (no recipe is a claim alone)."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## Where a new thing goes", 1)[1].split("\n## ", 1)[0]
+    recipes = re.split(r"\n(?=- \*\*)", section)[1:]
+    assert len(recipes) >= 8
+    for recipe in recipes:
+        named = re.search(r"performed by\s+`(tests/[^`]+\.py)`", recipe)
+        assert named, recipe.splitlines()[0]
+        test = (ROOT / named.group(1)).read_text(encoding="utf-8")
+        assert "perform_in_copy(" in test, named.group(1)
